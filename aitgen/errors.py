@@ -1,0 +1,45 @@
+"""Typed errors. Every error names the tensor, op or node at fault."""
+from __future__ import annotations
+
+
+class AitgenError(Exception):
+    """Base of every error aitgen raises on purpose."""
+
+
+class ShapeError(AitgenError, ValueError):
+    """Shapes that do not fit an op, a reshape, a state_dict entry or a runtime input."""
+
+
+class DTypeError(AitgenError, TypeError):
+    """Data types that an op does not accept, or that disagree between operands."""
+
+
+class UnsupportedOpError(AitgenError, NotImplementedError):
+    """An op (or an imported node) that this version cannot express or lower."""
+
+
+class GraphError(AitgenError):
+    """A graph that breaks an IR invariant (found by `aitgen.ir.verify`)."""
+
+
+class PassError(AitgenError):
+    """A transform pass failed or broke the graph; the message names it and the passes before it."""
+
+
+class BuildError(AitgenError):
+    """A backend compile failed; carries the command and the first error lines."""
+
+
+class RuntimeInputError(AitgenError, ValueError):
+    """A call to a compiled model or the oracle with bad inputs (name, dtype, rank, shape, bound)."""
+
+
+class ImportError_(AitgenError):
+    """A malformed model file handed to an importer."""
+
+
+def op_label(op) -> str:
+    """How errors name an op: its kind and, when it has one, its name."""
+    name = getattr(op, "name", None)
+    kind = getattr(getattr(op, "kind", None), "value", "?")
+    return f"{kind} '{name}'" if name else kind

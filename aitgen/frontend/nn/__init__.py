@@ -1,0 +1,1 @@
+"""torch-like modules that build aitgen graphs. Filled in by the nn frontend work."""

@@ -1,0 +1,118 @@
+"""Ops: a kind from one enum, typed attributes (a frozen dataclass per kind), inputs and outputs."""
+from __future__ import annotations
+
+import dataclasses
+import enum
+from typing import Any, Optional
+
+from .tensor import Tensor
+
+
+class OpKind(enum.Enum):
+    # element-wise unary
+    RELU = "relu"
+    CLAMP = "clamp"
+    GELU = "gelu"
+    SILU = "silu"
+    SIGMOID = "sigmoid"
+    TANH = "tanh"
+    HARDSWISH = "hardswish"
+    EXP = "exp"
+    LOG = "log"
+    SQRT = "sqrt"
+    RSQRT = "rsqrt"
+    RECIPROCAL = "reciprocal"
+    ABS = "abs"
+    NEG = "neg"
+    ERF = "erf"
+    CAST = "cast"
+    LOGICAL_NOT = "logical_not"
+    # element-wise binary (numpy broadcasting)
+    ADD = "add"
+    SUB = "sub"
+    MUL = "mul"
+    DIV = "div"
+    POW = "pow"
+    MAXIMUM = "maximum"
+    MINIMUM = "minimum"
+    EQUAL = "equal"
+    NOT_EQUAL = "not_equal"
+    LESS = "less"
+    LESS_EQUAL = "less_equal"
+    GREATER = "greater"
+    GREATER_EQUAL = "greater_equal"
+    LOGICAL_AND = "logical_and"
+    LOGICAL_OR = "logical_or"
+    # element-wise ternary
+    WHERE = "where"
+    # matmul family
+    GEMM = "gemm"
+    BMM = "bmm"
+    # convolution and pooling (NHWC activations, OHWI weights)
+    CONV2D = "conv2d"
+    CONV_TRANSPOSE2D = "conv_transpose2d"
+    MAX_POOL2D = "max_pool2d"
+    AVG_POOL2D = "avg_pool2d"
+    GLOBAL_AVG_POOL = "global_avg_pool"
+    # normalisation, softmax, reductions
+    BATCHNORM = "batchnorm"
+    LAYERNORM = "layernorm"
+    GROUPNORM = "groupnorm"
+    RMSNORM = "rmsnorm"
+    SOFTMAX = "softmax"
+    REDUCE_SUM = "reduce_sum"
+    REDUCE_MEAN = "reduce_mean"
+    REDUCE_MAX = "reduce_max"
+    REDUCE_MIN = "reduce_min"
+    REDUCE_VAR = "reduce_var"
+    # views and memory ops
+    RESHAPE = "reshape"
+    PERMUTE = "permute"
+    CONCAT = "concat"
+    SPLIT = "split"
+    SLICE = "slice"
+    PAD = "pad"
+    EXPAND = "expand"
+    GATHER = "gather"
+    # attention
+    ATTENTION = "attention"
+
+
+@dataclasses.dataclass(frozen=True)
+class NoAttrs:
+    """Attributes of ops that have none."""
+
+
+class Op:
+    """One node of the graph. Inputs and outputs are Tensors; attrs is the kind's dataclass."""
+
+    def __init__(self, kind: OpKind, inputs: list[Tensor], outputs: list[Tensor], attrs: Any,
+                 name: Optional[str] = None):
+        self.kind = kind
+        self.inputs = list(inputs)
+        self.outputs = list(outputs)
+        self.attrs = attrs
+        self.name = name
+
+    @property
+    def opdef(self):
+        from ..ops.registry import get_opdef
+        return get_opdef(self.kind)
+
+    def replace_input(self, old: Tensor, new: Tensor) -> None:
+        """Point every use of `old` among this op's inputs at `new`, keeping user lists right."""
+        hit = False
+        for i, t in enumerate(self.inputs):
+            if t is old:
+                self.inputs[i] = new
+                hit = True
+        if hit:
+            old.users = [u for u in old.users if u is not self]
+            if not any(u is self for u in new.users):
+                new.users.append(self)
+
+    def __repr__(self) -> str:
+        nm = f" '{self.name}'" if self.name else ""
+        return f"Op{nm}({self.kind.value}, {len(self.inputs)} in, {len(self.outputs)} out)"
+
+    __hash__ = object.__hash__

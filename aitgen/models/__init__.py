@@ -1,0 +1,1 @@
+"""Model zoo: get(name, **config) -> (inputs, outputs)."""

@@ -1,0 +1,13 @@
+"""The op catalogue: builders that add ops to a graph. Each family lives in its own file."""
+from . import registry
+from .attention import *  # noqa: F401,F403
+from .conv import *  # noqa: F401,F403
+from .elementwise import *  # noqa: F401,F403
+from .elementwise import broadcast_shapes  # noqa: F401
+from .gather import *  # noqa: F401,F403
+from .gemm import *  # noqa: F401,F403
+from .norm import *  # noqa: F401,F403
+from .pool import *  # noqa: F401,F403
+from .reduce import *  # noqa: F401,F403
+from .softmax import *  # noqa: F401,F403
+from .view import *  # noqa: F401,F403

@@ -1,0 +1,250 @@
+"""Element-wise ops: unary, binary with numpy broadcasting, where, comparisons, cast."""
+from __future__ import annotations
+
+import dataclasses
+from typing import Optional, Sequence, Union
+
+import numpy as np
+from scipy import special
+
+from ..errors import DTypeError, ShapeError
+from ..ir.dims import Dim, IntImm
+from ..ir.dtype import DType, as_dtype
+from ..ir.op import NoAttrs, OpKind
+from ..ir.tensor import Tensor, constant
+from .registry import Category, make_op1, register
+
+__all__ = ["GeluAttrs", "ClampAttrs", "CastAttrs", "relu", "gelu", "silu", "sigmoid", "tanh", "hardswish", "exp", "log", "sqrt", "rsqrt", "reciprocal", "abs", "neg", "erf", "logical_not", "clamp", "relu6", "cast", "add", "sub", "mul", "div", "pow", "maximum", "minimum", "equal", "not_equal", "less", "less_equal", "greater", "greater_equal", "logical_and", "logical_or", "where"]
+
+Operand = Union[Tensor, int, float, bool]
+
+
+@dataclasses.dataclass(frozen=True)
+class GeluAttrs:
+    approximate: str = "none"  # "none" (erf) or "tanh"
+
+
+@dataclasses.dataclass(frozen=True)
+class ClampAttrs:
+    min: Optional[float] = None
+    max: Optional[float] = None
+
+
+@dataclasses.dataclass(frozen=True)
+class CastAttrs:
+    dtype: DType
+
+
+# -- broadcasting ---------------------------------------------------------------------------
+
+def broadcast_shapes(*shapes: Sequence[Dim]) -> tuple[Dim, ...]:
+    """numpy broadcasting over symbolic dims: equal dims, or 1 against anything."""
+    ndim = max(len(s) for s in shapes)
+    out: list[Dim] = []
+    for axis in range(ndim):
+        dims = [s[axis - ndim + len(s)] for s in shapes if axis - ndim + len(s) >= 0]
+        cur: Dim = IntImm(1)
+        for d in dims:
+            if d == 1:
+                continue
+            if cur == 1:
+                cur = d
+            elif cur != d:
+                raise ShapeError(f"cannot broadcast dim {axis - ndim} ({cur} vs {d}) across shapes "
+                                 + " and ".join("[" + ", ".join(map(str, s)) + "]" for s in shapes))
+        out.append(cur)
+    return tuple(out)
+
+
+def as_operand(x: Operand, like: Optional[Tensor]) -> Tensor:
+    """A Python scalar becomes a 0-d constant of the other operand's dtype."""
+    if isinstance(x, Tensor):
+        return x
+    if isinstance(x, np.ndarray):
+        return constant(x, dtype=like.dtype if like is not None else None)
+    if isinstance(x, (bool, int, float, np.number)):
+        if like is None:
+            raise DTypeError("an element-wise op needs at least one Tensor operand")
+        if isinstance(x, float) and not float(x).is_integer() and not like.dtype.is_float:
+            raise DTypeError(f"float scalar {x} with a {like.dtype} tensor")
+        return constant(np.asarray(x, dtype=like.dtype.np), dtype=like.dtype)
+    raise DTypeError(f"element-wise operand of type {type(x).__name__}")
+
+
+# -- unary ----------------------------------------------------------------------------------
+
+def _infer_unary(inputs, attrs):
+    (x,) = inputs
+    return [(x.shape, attrs.dtype if isinstance(attrs, CastAttrs) else x.dtype)]
+
+
+def _gelu(x, a):
+    if a.approximate == "tanh":
+        return 0.5 * x * (1.0 + np.tanh(np.float32(np.sqrt(2.0 / np.pi)) * (x + np.float32(0.044715) * x ** 3)))
+    return 0.5 * x * (1.0 + special.erf(x / np.float32(np.sqrt(2.0))))
+
+
+def _clamp(x, a):
+    lo = -np.inf if a.min is None else a.min
+    hi = np.inf if a.max is None else a.max
+    return np.clip(x, lo, hi).astype(x.dtype)
+
+
+def _cast(x, a):
+    if a.dtype.is_int and x.dtype.kind == "f":
+        x = np.trunc(x)  # C semantics: toward zero
+    return x.astype(a.dtype.np if a.dtype.is_int or a.dtype == DType.bool else np.float32)
+
+
+_UNARY = {
+    OpKind.RELU: (lambda x, a: np.maximum(x, x.dtype.type(0)), NoAttrs, False),
+    OpKind.CLAMP: (_clamp, ClampAttrs, False),
+    OpKind.GELU: (_gelu, GeluAttrs, True),
+    OpKind.SILU: (lambda x, a: x * special.expit(x), NoAttrs, True),
+    OpKind.SIGMOID: (lambda x, a: special.expit(x), NoAttrs, True),
+    OpKind.TANH: (lambda x, a: np.tanh(x), NoAttrs, True),
+    OpKind.HARDSWISH: (lambda x, a: x * np.clip(x + 3.0, 0.0, 6.0) / 6.0, NoAttrs, True),
+    OpKind.EXP: (lambda x, a: np.exp(x), NoAttrs, True),
+    OpKind.LOG: (lambda x, a: np.log(x), NoAttrs, True),
+    OpKind.SQRT: (lambda x, a: np.sqrt(x), NoAttrs, True),
+    OpKind.RSQRT: (lambda x, a: 1.0 / np.sqrt(x), NoAttrs, True),
+    OpKind.RECIPROCAL: (lambda x, a: 1.0 / x, NoAttrs, True),
+    OpKind.ABS: (lambda x, a: np.abs(x), NoAttrs, False),
+    OpKind.NEG: (lambda x, a: -x, NoAttrs, False),
+    OpKind.ERF: (lambda x, a: special.erf(x), NoAttrs, True),
+    OpKind.CAST: (_cast, CastAttrs, False),
+    OpKind.LOGICAL_NOT: (lambda x, a: np.logical_not(x), NoAttrs, False),
+}
+
+for _kind, (_fn, _attrs, _float) in _UNARY.items():
+    register(_kind, Category.ELEMENTWISE, _attrs, _infer_unary,
+             (lambda fn: lambda args, attrs, ctx: [np.asarray(fn(args[0], attrs))])(_fn),
+             num_inputs=(1, 1), float_only=_float)
+
+
+def _unary(kind: OpKind, x: Tensor, attrs=None, name=None) -> Tensor:
+    if kind == OpKind.LOGICAL_NOT and isinstance(x, Tensor) and x.dtype != DType.bool:
+        raise DTypeError(f"logical_not needs a bool operand, got {x.dtype}")
+    return make_op1(kind, [x], attrs if attrs is not None else NoAttrs(), name)
+
+
+def relu(x: Tensor, name=None) -> Tensor: return _unary(OpKind.RELU, x, name=name)
+def gelu(x: Tensor, approximate: str = "none", name=None) -> Tensor:
+    if approximate not in ("none", "tanh"):
+        raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+    return _unary(OpKind.GELU, x, GeluAttrs(approximate), name)
+def silu(x: Tensor, name=None) -> Tensor: return _unary(OpKind.SILU, x, name=name)
+def sigmoid(x: Tensor, name=None) -> Tensor: return _unary(OpKind.SIGMOID, x, name=name)
+def tanh(x: Tensor, name=None) -> Tensor: return _unary(OpKind.TANH, x, name=name)
+def hardswish(x: Tensor, name=None) -> Tensor: return _unary(OpKind.HARDSWISH, x, name=name)
+def exp(x: Tensor, name=None) -> Tensor: return _unary(OpKind.EXP, x, name=name)
+def log(x: Tensor, name=None) -> Tensor: return _unary(OpKind.LOG, x, name=name)
+def sqrt(x: Tensor, name=None) -> Tensor: return _unary(OpKind.SQRT, x, name=name)
+def rsqrt(x: Tensor, name=None) -> Tensor: return _unary(OpKind.RSQRT, x, name=name)
+def reciprocal(x: Tensor, name=None) -> Tensor: return _unary(OpKind.RECIPROCAL, x, name=name)
+def abs(x: Tensor, name=None) -> Tensor: return _unary(OpKind.ABS, x, name=name)  # noqa: A001
+def neg(x: Tensor, name=None) -> Tensor: return _unary(OpKind.NEG, x, name=name)
+def erf(x: Tensor, name=None) -> Tensor: return _unary(OpKind.ERF, x, name=name)
+def logical_not(x: Tensor, name=None) -> Tensor: return _unary(OpKind.LOGICAL_NOT, x, name=name)
+
+
+def clamp(x: Tensor, min: Optional[float] = None, max: Optional[float] = None, name=None) -> Tensor:  # noqa: A002
+    if min is not None and max is not None and min > max:
+        raise ValueError(f"clamp: min {min} > max {max}")
+    return _unary(OpKind.CLAMP, x, ClampAttrs(None if min is None else float(min), None if max is None else float(max)), name)
+
+
+def relu6(x: Tensor, name=None) -> Tensor:
+    return clamp(x, 0.0, 6.0, name=name)
+
+
+def cast(x: Tensor, dtype, name=None) -> Tensor:
+    return _unary(OpKind.CAST, x, CastAttrs(as_dtype(dtype)), name)
+
+
+# -- binary ---------------------------------------------------------------------------------
+
+_COMPARE = {OpKind.EQUAL, OpKind.NOT_EQUAL, OpKind.LESS, OpKind.LESS_EQUAL, OpKind.GREATER,
+            OpKind.GREATER_EQUAL}
+_LOGICAL = {OpKind.LOGICAL_AND, OpKind.LOGICAL_OR}
+
+
+def _make_infer_binary(kind: OpKind):
+    def infer(inputs, attrs):
+        a, b = inputs
+        if a.dtype != b.dtype:
+            raise DTypeError(f"operand dtypes differ: {a.dtype} vs {b.dtype}")
+        if kind in _LOGICAL and a.dtype != DType.bool:
+            raise DTypeError(f"needs bool operands, got {a.dtype}")
+        if kind == OpKind.POW and not a.dtype.is_float:
+            raise DTypeError(f"needs float operands, got {a.dtype}")
+        out_dtype = DType.bool if kind in _COMPARE else a.dtype
+        return [(broadcast_shapes(a.shape, b.shape), out_dtype)]
+    return infer
+
+
+def _div(a, b):
+    if a.dtype.kind in "iu":  # integer division truncates toward zero, as in C
+        return (np.sign(a) * np.sign(b) * (np.abs(a) // np.where(b == 0, 1, np.abs(b)))).astype(a.dtype)
+    return a / b
+
+
+_BINARY = {
+    OpKind.ADD: np.add, OpKind.SUB: np.subtract, OpKind.MUL: np.multiply, OpKind.DIV: _div,
+    OpKind.POW: np.power, OpKind.MAXIMUM: np.maximum, OpKind.MINIMUM: np.minimum,
+    OpKind.EQUAL: np.equal, OpKind.NOT_EQUAL: np.not_equal, OpKind.LESS: np.less,
+    OpKind.LESS_EQUAL: np.less_equal, OpKind.GREATER: np.greater, OpKind.GREATER_EQUAL: np.greater_equal,
+    OpKind.LOGICAL_AND: np.logical_and, OpKind.LOGICAL_OR: np.logical_or,
+}
+
+for _kind, _fn in _BINARY.items():
+    register(_kind, Category.ELEMENTWISE, NoAttrs, _make_infer_binary(_kind),
+             (lambda fn: lambda args, attrs, ctx: [np.asarray(fn(args[0], args[1]))])(_fn),
+             num_inputs=(2, 2))
+
+
+def _binary(kind: OpKind, a: Operand, b: Operand, name=None) -> Tensor:
+    ta = a if isinstance(a, Tensor) else None
+    tb = b if isinstance(b, Tensor) else None
+    a_t = as_operand(a, tb if ta is None else ta)
+    b_t = as_operand(b, a_t)
+    return make_op1(kind, [a_t, b_t], NoAttrs(), name)
+
+
+def add(a: Operand, b: Operand, name=None) -> Tensor: return _binary(OpKind.ADD, a, b, name)
+def sub(a: Operand, b: Operand, name=None) -> Tensor: return _binary(OpKind.SUB, a, b, name)
+def mul(a: Operand, b: Operand, name=None) -> Tensor: return _binary(OpKind.MUL, a, b, name)
+def div(a: Operand, b: Operand, name=None) -> Tensor: return _binary(OpKind.DIV, a, b, name)
+def pow(a: Operand, b: Operand, name=None) -> Tensor: return _binary(OpKind.POW, a, b, name)  # noqa: A001
+def maximum(a: Operand, b: Operand, name=None) -> Tensor: return _binary(OpKind.MAXIMUM, a, b, name)
+def minimum(a: Operand, b: Operand, name=None) -> Tensor: return _binary(OpKind.MINIMUM, a, b, name)
+def equal(a: Operand, b: Operand, name=None) -> Tensor: return _binary(OpKind.EQUAL, a, b, name)
+def not_equal(a: Operand, b: Operand, name=None) -> Tensor: return _binary(OpKind.NOT_EQUAL, a, b, name)
+def less(a: Operand, b: Operand, name=None) -> Tensor: return _binary(OpKind.LESS, a, b, name)
+def less_equal(a: Operand, b: Operand, name=None) -> Tensor: return _binary(OpKind.LESS_EQUAL, a, b, name)
+def greater(a: Operand, b: Operand, name=None) -> Tensor: return _binary(OpKind.GREATER, a, b, name)
+def greater_equal(a: Operand, b: Operand, name=None) -> Tensor: return _binary(OpKind.GREATER_EQUAL, a, b, name)
+def logical_and(a: Operand, b: Operand, name=None) -> Tensor: return _binary(OpKind.LOGICAL_AND, a, b, name)
+def logical_or(a: Operand, b: Operand, name=None) -> Tensor: return _binary(OpKind.LOGICAL_OR, a, b, name)
+
+
+# -- where ----------------------------------------------------------------------------------
+
+def _infer_where(inputs, attrs):
+    c, a, b = inputs
+    if c.dtype != DType.bool:
+        raise DTypeError(f"condition must be bool, got {c.dtype}")
+    if a.dtype != b.dtype:
+        raise DTypeError(f"branch dtypes differ: {a.dtype} vs {b.dtype}")
+    return [(broadcast_shapes(c.shape, a.shape, b.shape), a.dtype)]
+
+
+register(OpKind.WHERE, Category.ELEMENTWISE, NoAttrs, _infer_where,
+         lambda args, attrs, ctx: [np.where(args[0], args[1], args[2])], num_inputs=(3, 3))
+
+
+def where(cond: Tensor, a: Operand, b: Operand, name=None) -> Tensor:
+    ta = a if isinstance(a, Tensor) else (b if isinstance(b, Tensor) else None)
+    if ta is None:
+        raise DTypeError("where: at least one branch must be a Tensor")
+    return make_op1(OpKind.WHERE, [cond, as_operand(a, ta), as_operand(b, ta)], NoAttrs(), name)

@@ -1,0 +1,1 @@
+"""Transform passes. PIPELINE is filled in by the passes work."""

@@ -1,0 +1,25 @@
+from setuptools import find_packages, setup
+
+setup(
+    name="aitgen",
+    version="0.1.0",
+    description="A deep-learning inference compiler in the AITemplate family",
+    long_description=open("README.md").read() if __import__("os").path.exists("README.md") else "",
+    long_description_content_type="text/markdown",
+    license="Apache-2.0",
+    python_requires=">=3.10",
+    packages=find_packages(include=["aitgen", "aitgen.*"]),
+    install_requires=[
+        "numpy>=1.24",
+        "scipy>=1.10",        # erf / expit in the oracle
+        "ml_dtypes>=0.3",     # bfloat16 storage
+        "jinja2>=3.1",        # kernel templates (backends)
+    ],
+    extras_require={
+        "dev": ["pytest>=7", "hypothesis>=6.80", "pytest-xdist>=3"],
+        "torch": ["torch>=2.1"],
+        "onnx": ["onnx>=1.15"],
+    },
+    entry_points={"console_scripts": ["aitgen=aitgen.cli:main"]},
+    include_package_data=True,
+)
