@@ -43,3 +43,10 @@ def op_label(op) -> str:
     name = getattr(op, "name", None)
     kind = getattr(getattr(op, "kind", None), "value", "?")
     return f"{kind} '{name}'" if name else kind
+
+
+class StateDictError(AitgenError, KeyError):
+    """load_state_dict with missing or unexpected keys (shape mismatches raise ShapeError)."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0]) if self.args else ""
