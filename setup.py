@@ -17,7 +17,7 @@ setup(
     ],
     extras_require={
         "dev": ["pytest>=7", "hypothesis>=6.80", "pytest-xdist>=3"],
-        "torch": ["torch>=2.1"],
+        "torch": ["torch==2.13.0"]  # our machines hold this CPU build on disk; a looser range pulls a multi-GB CUDA build,
         "onnx": ["onnx>=1.15"],
     },
     entry_points={"console_scripts": ["aitgen=aitgen.cli:main"]},

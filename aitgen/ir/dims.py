@@ -38,20 +38,23 @@ class Dim:
 
     @property
     def lower(self) -> int:
-        return self._bound(lambda a: a.lower)
+        return self._bound(low=True)
 
     @property
     def upper(self) -> int:
-        return self._bound(lambda a: a.upper)
+        return self._bound(low=False)
 
-    def _bound(self, pick) -> int:
-        # Coefficients of real shapes are positive; a negative one (rare: H - k) takes the other end.
+    def _bound(self, low: bool) -> int:
+        # Atoms are non-negative, so each monomial spans [c*lows, c*highs]; a negative coefficient
+        # (rare: H - k) swaps which end gives the bound.
         total = 0
         for mono, c in self._poly().items():
             lo = hi = c
             for a in mono:
                 lo, hi = lo * a.lower, hi * a.upper
-            total += (lo if pick is _LOW else hi) if c >= 0 else (hi if pick is _LOW else lo)
+            if c < 0:
+                lo, hi = hi, lo
+            total += lo if low else hi
         return total
 
     @property
@@ -162,8 +165,6 @@ class Dim:
         s = " + ".join(terms) if terms else "0"
         return s.replace("+ -", "- ")
 
-
-_LOW = object()
 
 
 def _atom_key(a) -> tuple:
