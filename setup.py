@@ -6,7 +6,7 @@ setup(
     description="A deep-learning inference compiler in the AITemplate family",
     long_description=open("README.md").read() if __import__("os").path.exists("README.md") else "",
     long_description_content_type="text/markdown",
-    license="Apache-2.0",
+    license="MIT",
     python_requires=">=3.10",
     packages=find_packages(include=["aitgen", "aitgen.*"]),
     install_requires=[

@@ -1,7 +1,14 @@
 """Shared test options: --update-golden rewrites golden files instead of comparing with them."""
 from __future__ import annotations
 
-import pathlib
+import os
+
+# Two test workers share two cores: a multi-threaded BLAS per worker oversubscribes them and small
+# matmuls in the oracle slow down by orders of magnitude. Set before numpy is first imported.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import pathlib  # noqa: E402
 
 import pytest
 

@@ -1,10 +1,23 @@
-"""Reductions: sum, mean, max, min, var over axes, with keepdims."""
+"""Reductions: sum, mean, max, min, var over axes, with keepdims.
+
+`axes`: None reduces every axis; an int or a sequence of ints (negative counts from the end)
+reduces those; an empty sequence reduces nothing (numpy's meaning of `axis=()`). A repeated axis is
+a ShapeError. sum/max/min accept floats and ints (an int sum keeps the operand's dtype and wraps
+like a fixed-width kernel accumulator); mean and var are float only. bool operands are rejected: cast them first.
+"""
 from __future__ import annotations
 
 import dataclasses
 from typing import Optional, Sequence, Union
 
+import numpy as np
+
+from ..errors import DTypeError, RuntimeInputError, ShapeError
+from ..ir.dims import IntImm
+from ..ir.dtype import DType
+from ..ir.op import OpKind
 from ..ir.tensor import Tensor
+from .registry import Category, check, make_op1, register
 
 __all__ = ["ReduceAttrs", "reduce_sum", "reduce_mean", "reduce_max", "reduce_min", "reduce_var"]
 
@@ -18,21 +31,107 @@ class ReduceAttrs:
     correction: int = 0     # reduce_var only: divide by (n - correction)
 
 
+def _infer(inputs, attrs):
+    (x,) = inputs
+    check(x.dtype != DType.bool, "needs a float or int operand, got bool (cast it first)", DTypeError)
+    ax = attrs.axes
+    check(isinstance(ax, tuple) and all(isinstance(a, int) and 0 <= a < x.ndim for a in ax)
+          and list(ax) == sorted(set(ax)),
+          f"axes {ax!r} must be sorted, unique and in [0, {x.ndim})")
+    check(isinstance(attrs.correction, int) and attrs.correction >= 0,
+          f"correction must be an int >= 0, got {attrs.correction!r}")
+    if attrs.keepdims:
+        shape = tuple(IntImm(1) if i in ax else d for i, d in enumerate(x.shape))
+    else:
+        shape = tuple(d for i, d in enumerate(x.shape) if i not in ax)
+    return [(shape, x.dtype)]
+
+
+def _ref_sum(x, attrs):
+    # An int sum accumulates in the operand's type, so the oracle wraps as a fixed-width kernel would.
+    return np.sum(x, axis=attrs.axes, keepdims=attrs.keepdims, dtype=x.dtype)
+
+
+def _extremum(fn, what):
+    def ref(x, attrs):
+        if any(x.shape[a] == 0 for a in attrs.axes):
+            raise RuntimeInputError(f"reduce_{what}: reduced axes {list(attrs.axes)} of an operand of shape "
+                                    f"{list(x.shape)} include an empty one; a {what} of nothing is undefined")
+        return fn(x, axis=attrs.axes, keepdims=attrs.keepdims)
+    return ref
+
+
+def _ref_var(x, attrs):
+    n = 1
+    for a in attrs.axes:
+        n *= x.shape[a]
+    mu = np.mean(x, axis=attrs.axes, keepdims=True)
+    d = x - mu
+    ss = np.sum(d * d, axis=attrs.axes, keepdims=attrs.keepdims)
+    with np.errstate(divide="ignore", invalid="ignore"):  # n <= correction: inf/nan, as in torch
+        return ss / np.float32(n - attrs.correction)
+
+
+_REFS = {
+    OpKind.REDUCE_SUM: (_ref_sum, False),
+    OpKind.REDUCE_MEAN: (lambda x, a: np.mean(x, axis=a.axes, keepdims=a.keepdims), True),
+    OpKind.REDUCE_MAX: (_extremum(np.max, "max"), False),
+    OpKind.REDUCE_MIN: (_extremum(np.min, "min"), False),
+    OpKind.REDUCE_VAR: (_ref_var, True),
+}
+
+for _kind, (_fn, _float) in _REFS.items():
+    register(_kind, Category.REDUCE, ReduceAttrs, _infer,
+             (lambda fn: lambda args, attrs, ctx: [np.asarray(fn(args[0], attrs))])(_fn),
+             num_inputs=(1, 1), float_only=_float)
+
+
+def normalize_axes(axes: Axes, ndim: int, what: str) -> tuple[int, ...]:
+    """None -> every axis; int or ints -> sorted non-negative tuple. `what` labels errors."""
+    if axes is None:
+        return tuple(range(ndim))
+    if isinstance(axes, (int, np.integer)) and not isinstance(axes, bool):
+        axes = [axes]
+    try:
+        items = list(axes)
+    except TypeError:
+        raise ShapeError(f"{what}: axes must be None, an int or a sequence of ints, got {axes!r}") from None
+    out = []
+    for a in items:
+        if isinstance(a, bool) or not isinstance(a, (int, np.integer)):
+            raise ShapeError(f"{what}: axis {a!r} is not an int")
+        if not -ndim <= a < ndim:
+            raise ShapeError(f"{what}: axis {a} is out of range for rank {ndim}")
+        n = int(a) % ndim
+        if n in out:
+            raise ShapeError(f"{what}: axis {a} is given twice (axes {list(items)}, rank {ndim})")
+        out.append(n)
+    return tuple(sorted(out))
+
+
+def _reduce(kind: OpKind, x: Tensor, axes: Axes, keepdims: bool, correction: int, name) -> Tensor:
+    if isinstance(x, Tensor):
+        label = kind.value + (f" '{name}'" if name else "")
+        axes = normalize_axes(axes, x.ndim, label)
+    return make_op1(kind, [x], ReduceAttrs(axes, bool(keepdims), correction), name)
+
+
 def reduce_sum(x: Tensor, axes: Axes = None, keepdims: bool = False, name=None) -> Tensor:
-    raise NotImplementedError
+    return _reduce(OpKind.REDUCE_SUM, x, axes, keepdims, 0, name)
 
 
 def reduce_mean(x: Tensor, axes: Axes = None, keepdims: bool = False, name=None) -> Tensor:
-    raise NotImplementedError
+    return _reduce(OpKind.REDUCE_MEAN, x, axes, keepdims, 0, name)
 
 
 def reduce_max(x: Tensor, axes: Axes = None, keepdims: bool = False, name=None) -> Tensor:
-    raise NotImplementedError
+    return _reduce(OpKind.REDUCE_MAX, x, axes, keepdims, 0, name)
 
 
 def reduce_min(x: Tensor, axes: Axes = None, keepdims: bool = False, name=None) -> Tensor:
-    raise NotImplementedError
+    return _reduce(OpKind.REDUCE_MIN, x, axes, keepdims, 0, name)
 
 
 def reduce_var(x: Tensor, axes: Axes = None, keepdims: bool = False, correction: int = 0, name=None) -> Tensor:
-    raise NotImplementedError
+    """Variance with `correction` subtracted from the count: 0 population, 1 sample (Bessel)."""
+    return _reduce(OpKind.REDUCE_VAR, x, axes, keepdims, correction, name)
