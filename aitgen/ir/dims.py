@@ -160,7 +160,9 @@ class Dim:
             if not m:
                 terms.append(str(c))
                 continue
-            body = "*".join(str(a) for a in m)
+            # A floor division inside a product gets its own parentheses: 2*((h - 1)//2).
+            wrap = len(m) > 1 or c != 1
+            body = "*".join(f"({a})" if wrap and isinstance(a, FloorDiv) else str(a) for a in m)
             terms.append(body if c == 1 else f"-{body}" if c == -1 else f"{c}*{body}")
         s = " + ".join(terms) if terms else "0"
         return s.replace("+ -", "- ")
