@@ -113,6 +113,7 @@ class Tensor:
     def __truediv__(self, o): return self._ops().div(self, o)
     def __rtruediv__(self, o): return self._ops().div(o, self)
     def __pow__(self, o): return self._ops().pow(self, o)
+    def __rpow__(self, o): return self._ops().pow(o, self)
     def __neg__(self): return self._ops().neg(self)
     def __matmul__(self, o): return self._ops().matmul(self, o)
 

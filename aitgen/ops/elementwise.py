@@ -67,6 +67,8 @@ def as_operand(x: Operand, like: Optional[Tensor]) -> Tensor:
             raise DTypeError("an element-wise op needs at least one Tensor operand")
         if isinstance(x, float) and not float(x).is_integer() and not like.dtype.is_float:
             raise DTypeError(f"float scalar {x} with a {like.dtype} tensor")
+        if like.dtype.is_int and not np.iinfo(like.dtype.np).min <= x <= np.iinfo(like.dtype.np).max:
+            raise DTypeError(f"scalar {x} does not fit a {like.dtype} tensor")
         return constant(np.asarray(x, dtype=like.dtype.np), dtype=like.dtype)
     raise DTypeError(f"element-wise operand of type {type(x).__name__}")
 
@@ -125,6 +127,9 @@ for _kind, (_fn, _attrs, _float) in _UNARY.items():
 def _unary(kind: OpKind, x: Tensor, attrs=None, name=None) -> Tensor:
     if kind == OpKind.LOGICAL_NOT and isinstance(x, Tensor) and x.dtype != DType.bool:
         raise DTypeError(f"logical_not needs a bool operand, got {x.dtype}")
+    # numpy has no negation of bools, and relu/clamp/abs of a mask is a user error, not a no-op
+    if kind not in (OpKind.LOGICAL_NOT, OpKind.CAST) and isinstance(x, Tensor) and x.dtype == DType.bool:
+        raise DTypeError(f"{kind.value} needs a numeric operand, got bool")
     return make_op1(kind, [x], attrs if attrs is not None else NoAttrs(), name)
 
 
@@ -159,7 +164,11 @@ def relu6(x: Tensor, name=None) -> Tensor:
 
 
 def cast(x: Tensor, dtype, name=None) -> Tensor:
-    return _unary(OpKind.CAST, x, CastAttrs(as_dtype(dtype)), name)
+    try:
+        dt = as_dtype(dtype)
+    except DTypeError as e:
+        raise DTypeError(f"cast{f' {name!r}' if name else ''}: {e}") from None
+    return _unary(OpKind.CAST, x, CastAttrs(dt), name)
 
 
 # -- binary ---------------------------------------------------------------------------------
@@ -167,6 +176,7 @@ def cast(x: Tensor, dtype, name=None) -> Tensor:
 _COMPARE = {OpKind.EQUAL, OpKind.NOT_EQUAL, OpKind.LESS, OpKind.LESS_EQUAL, OpKind.GREATER,
             OpKind.GREATER_EQUAL}
 _LOGICAL = {OpKind.LOGICAL_AND, OpKind.LOGICAL_OR}
+_NO_BOOL = {OpKind.SUB, OpKind.DIV}  # as in torch; bool add/mul/max/min are or/and
 
 
 def _make_infer_binary(kind: OpKind):
@@ -176,6 +186,8 @@ def _make_infer_binary(kind: OpKind):
             raise DTypeError(f"operand dtypes differ: {a.dtype} vs {b.dtype}")
         if kind in _LOGICAL and a.dtype != DType.bool:
             raise DTypeError(f"needs bool operands, got {a.dtype}")
+        if kind in _NO_BOOL and a.dtype == DType.bool:  # numpy's bool subtract raises at run time
+            raise DTypeError(f"needs numeric operands, got {a.dtype}")
         if kind == OpKind.POW and not a.dtype.is_float:
             raise DTypeError(f"needs float operands, got {a.dtype}")
         out_dtype = DType.bool if kind in _COMPARE else a.dtype
@@ -206,8 +218,11 @@ for _kind, _fn in _BINARY.items():
 def _binary(kind: OpKind, a: Operand, b: Operand, name=None) -> Tensor:
     ta = a if isinstance(a, Tensor) else None
     tb = b if isinstance(b, Tensor) else None
-    a_t = as_operand(a, tb if ta is None else ta)
-    b_t = as_operand(b, a_t)
+    try:
+        a_t = as_operand(a, tb if ta is None else ta)
+        b_t = as_operand(b, a_t)
+    except DTypeError as e:  # name the op, as inference errors do
+        raise DTypeError(f"{kind.value}{f' {name!r}' if name else ''}: {e}") from None
     return make_op1(kind, [a_t, b_t], NoAttrs(), name)
 
 
@@ -247,4 +262,8 @@ def where(cond: Tensor, a: Operand, b: Operand, name=None) -> Tensor:
     ta = a if isinstance(a, Tensor) else (b if isinstance(b, Tensor) else None)
     if ta is None:
         raise DTypeError("where: at least one branch must be a Tensor")
-    return make_op1(OpKind.WHERE, [cond, as_operand(a, ta), as_operand(b, ta)], NoAttrs(), name)
+    try:
+        a_t, b_t = as_operand(a, ta), as_operand(b, ta)
+    except DTypeError as e:
+        raise DTypeError(f"where: {e}") from None
+    return make_op1(OpKind.WHERE, [cond, a_t, b_t], NoAttrs(), name)
