@@ -31,3 +31,13 @@ def golden(request):
         assert path.exists(), f"golden file {path} missing; run pytest --update-golden"
         assert text == path.read_text(), f"output differs from golden {path}; run pytest --update-golden if intended"
     return check
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests marked slow (full-size models through the oracle) run with -m slow or AITGEN_RUN_SLOW=1."""
+    if "slow" in (config.getoption("markexpr") or "") or os.environ.get("AITGEN_RUN_SLOW") == "1":
+        return
+    skip = pytest.mark.skip(reason="slow: run with -m slow or AITGEN_RUN_SLOW=1")
+    for item in items:
+        if "slow" in item.keywords:
+            item.add_marker(skip)

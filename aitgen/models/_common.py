@@ -38,23 +38,12 @@ def check_seq(seq: DimArg, max_position: int) -> None:
 
 
 def position_rows(table: Tensor, seq: DimArg, name: Optional[str] = None) -> Tensor:
-    """Rows 0..seq-1 of a position table [P, H] -> [seq, H], gathered by arange(seq) as HF's
-    position_ids = arange(P)[:seq] are.
+    """Rows 0..seq-1 of a position table [P, H] -> [seq, H] (HF's position_ids = arange(seq)).
 
-    A dynamic seq cannot cut a static arange directly (ops.slice takes only int ends on a static
-    dim), so the arange is extended by `seq` filler entries to length P + seq, a dynamic dim, whose
-    first (P + seq) - P = seq entries a negative stop then selects, for every seq in bounds.
+    A slice with a symbolic end works for a static and a dynamic seq alike; seq's upper bound must
+    fit the table.
     """
-    p = table.shape[0].value
-    sub = (lambda s: f"{name}.{s}") if name else (lambda s: None)
-    if isinstance(seq, int) or seq.is_static:  # an int, or the IntImm of a static input dim
-        ids = constant(np.arange(int(seq), dtype=np.int64), name=sub("position_ids"))
-    else:
-        filler = ops.expand(constant(np.zeros([1], np.int64)), [seq], name=sub("position_pad"))
-        ids = ops.concat([constant(np.arange(p, dtype=np.int64), name=sub("position_ids")), filler], axis=0,
-                         name=sub("position_cat"))
-        ids = ops.slice(ids, [0], [-p], axes=[0], name=sub("position_ids_seq"))
-    return ops.gather(table, ids, axis=0, name=name)
+    return ops.slice(table, [0], [seq], axes=[0], name=name)
 
 
 def cast_parameters(module, dtype: str) -> None:

@@ -59,7 +59,9 @@ class SliceAttrs:
     size within the IntVar's bounds.
     """
     starts: tuple[int, ...]
-    stops: tuple[Optional[int], ...]  # None = to the end in the step's direction (dynamic dims)
+    # None = to the end in the step's direction (dynamic dims); a Dim = a symbolic end counted from
+    # 0 (a static table cut to a dynamic length: positions[:seq]), positive steps only.
+    stops: tuple[Optional[Union[int, Dim]], ...]
     steps: tuple[int, ...]
 
 
@@ -299,7 +301,7 @@ def _slice_len(n: Dim, s: int, e: Optional[int], st: int) -> Dim:
     """Output size of one axis; ShapeError unless the slice is in range for every size of n."""
     if st == 0:
         raise ShapeError("slice step cannot be 0")
-    pos = lambda v: as_dim(v) if v >= 0 else n + v  # noqa: E731 - negative counts from the end
+    pos = lambda v: v if isinstance(v, Dim) else as_dim(v) if v >= 0 else n + v  # noqa: E731 - negative counts from the end
     sp = pos(s)
     if st > 0:
         ep = n if e is None else pos(e)
@@ -329,6 +331,8 @@ def _ref_slice(args, a: SliceAttrs, ctx):
     idx = []
     for n, s, e, st in zip(x.shape, a.starts, a.stops, a.steps):
         s = s + n if s < 0 else s
+        if isinstance(e, Dim):
+            e = e.evaluate(ctx.env)
         e = None if e is None else (e + n if e < 0 else e)
         idx.append(builtins.slice(s, e, st))
     return [x[tuple(idx)].copy()]
@@ -410,7 +414,12 @@ def slice(x: Tensor, starts: Sequence[int], ends: Sequence[int], axes: Optional[
         specs = [_full(n) for n in x.shape]
         for ax, s, e, st in zip(_axes(axes, x.ndim), starts, ends, steps):
             st, s, n = _int(st, "step"), _int(s, "start"), x.shape[ax]
-            if n.is_static:
+            if n.is_static and isinstance(e, Dim) and not e.is_static:
+                if st <= 0 or e.upper > n.value:
+                    raise ShapeError(f"a symbolic end {e} needs a positive step and an upper bound "
+                                     f"within the dim ({n})")
+                specs[ax] = (_onnx_static(n.value, s, n.value, st)[0], e, st)
+            elif n.is_static:
                 specs[ax] = _onnx_static(n.value, s, _int(e, "end"), st)
             else:
                 specs[ax] = _dynamic(n, s, e if isinstance(e, Dim) and not e.is_static else _int(e, "end"), st)

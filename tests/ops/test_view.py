@@ -514,3 +514,17 @@ def test_expand_errors():
         ops.expand(x, [-1, 3, 1])
     with pytest.raises(ShapeError, match=r"^expand 'e'.*batch cannot expand to 4"):
         ops.expand(ag.Tensor([batch]), [4], name="e")
+
+
+def test_slice_static_table_to_symbolic_length():
+    # positions[:seq]: a constant table cut to a dynamic length (position embeddings)
+    seq = ag.IntVar("seq", 1, 16)
+    table = np.arange(20 * 3, dtype=np.float32).reshape(20, 3)
+    y = ops.slice(ag.constant(table, name="pos"), [0], [seq], axes=[0], name="rows")
+    assert y.shape == (seq, ag.IntImm(3))
+    x = ag.Tensor([seq, 3], name="x")
+    for n in (1, 7, 16):
+        got = ag.reference.run(x + y, {"x": np.zeros((n, 3), np.float32)})["output_0"]
+        np.testing.assert_array_equal(got, table[:n])  # exact: a copy
+    with pytest.raises(ShapeError, match="slice 'bad'.*upper bound"):
+        ops.slice(ag.constant(table[:8]), [0], [seq], axes=[0], name="bad")
