@@ -14,11 +14,15 @@ setup(
         "scipy>=1.10",        # erf / expit in the oracle
         "ml_dtypes>=0.3",     # bfloat16 storage
         "jinja2>=3.1",        # kernel templates (backends)
+        "ninja>=1.11",        # parallel compiles; error parsing expects its FAILED: lines
+        "tqdm>=4.60",         # build progress
+        "onednn-devel-cpu-gomp==2023.2.0",  # CPU GEMM/conv; pin also in 3rdparty/onednn.txt
     ],
     extras_require={
         "dev": ["pytest>=7", "hypothesis>=6.80", "pytest-xdist>=3"],
         "torch": ["torch==2.13.0"]  # our machines hold this CPU build on disk; a looser range pulls a multi-GB CUDA build,
         "onnx": ["onnx>=1.15"],
+        "cuda": ["nvidia-cutlass==4.2.0.0"],  # headers only; pin also in 3rdparty/cutlass.txt
     },
     entry_points={"console_scripts": ["aitgen=aitgen.cli:main"]},
     include_package_data=True,

@@ -30,6 +30,14 @@ class BuildError(AitgenError):
     """A backend compile failed; carries the command and the first error lines."""
 
 
+class ToolchainError(BuildError):
+    """A compiler, build tool or pinned library is missing or at the wrong version.
+
+    A BuildError subclass so a caller that handles failed builds handles an unbuildable setup too;
+    the message always says how to fix it (usually a pip command).
+    """
+
+
 class RuntimeInputError(AitgenError, ValueError):
     """A call to a compiled model or the oracle with bad inputs (name, dtype, rank, shape, bound)."""
 

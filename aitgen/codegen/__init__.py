@@ -1,0 +1,1 @@
+"""Code generation: lower ops to kernel specs, render templates, compile and link (build.py, locate.py)."""

@@ -1,0 +1,375 @@
+"""Compile translation units in parallel through ninja and link them into one shared library.
+
+Objects are cached by content: the key is a sha256 of the source text and name, the compiler (path,
+resolved binary, full ``--version`` output) and the flags. Each cache entry is ONE file, a JSON header
+line then the object bytes, written to a temp file and renamed into place, so a reader sees a whole
+entry or none; the header holds the object's sha256, checked on every hit, so a truncated or corrupt
+entry is a miss that gets rebuilt and is never linked. The header also lists the headers the object
+was compiled from (the compiler's -MMD depfile) with their hashes: editing a runtime header that a
+kernel includes invalidates that kernel's object, as ccache's direct mode does.
+"""
+from __future__ import annotations
+
+import fcntl
+import functools
+import hashlib
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+from aitgen.codegen import locate
+from aitgen.errors import BuildError
+
+__all__ = ["Source", "BuildResult", "ObjectCache", "build", "default_cache_dir"]
+
+_CACHE_FORMAT = "aitgen-obj-v1"       # bump when the entry layout or key recipe changes
+_STATUS = "[aitgen-build "            # NINJA_STATUS prefix: tells our status lines from compiler output
+_NAME_OK = re.compile(r"[A-Za-z0-9_.+\-/]+")
+_ERROR_LINES = 20
+
+
+@dataclass(frozen=True)
+class Source:
+    name: str   # relative path under <workdir>/src, e.g. "gemm_3fa2.cpp"; the suffix picks the language
+    text: str
+
+
+@dataclass
+class BuildResult:
+    out_so: Path
+    cache_hits: int
+    cache_misses: int
+    seconds: float
+    commands: list[str] = field(default_factory=list)   # compiles that ran (the misses), then the link
+    compiled: list[str] = field(default_factory=list)   # source names compiled now
+    cached: list[str] = field(default_factory=list)     # source names taken from the cache
+    log: str = ""                                       # ninja's output: compiler warnings land here
+
+
+def default_cache_dir() -> Path:
+    """$AITGEN_CACHE_DIR, else ~/.cache/aitgen. The only place the build reads the environment."""
+    env = os.environ.get("AITGEN_CACHE_DIR")
+    return Path(env).expanduser() if env else Path.home() / ".cache" / "aitgen"
+
+
+# ---------------------------------------------------------------------------------------------
+# Object cache
+# ---------------------------------------------------------------------------------------------
+
+@functools.lru_cache(maxsize=65536)
+def _digest(path: str, _ino: int, _mtime_ns: int, _size: int) -> str:
+    # Memoised on the stat fields: hundreds of kernels include the same CUTLASS headers, and a hit
+    # must re-check all of them, so each header is read once per change, not once per kernel.
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def _file_digest(path: Path) -> str | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return _digest(str(path), st.st_ino, st.st_mtime_ns, st.st_size)
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    # Temp file in the same directory, then rename: readers never see a partial file, and two
+    # writers of the same entry leave one whole entry. No fsync: a torn entry after a power loss
+    # fails its checksum and is rebuilt, which is cheaper than an fsync per object.
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+class ObjectCache:
+    def __init__(self, root: Path):
+        self.dir = Path(root) / "objects" / _CACHE_FORMAT
+
+    @staticmethod
+    def key(source: Source, compiler: locate.Tool, flags: list[str]) -> str:
+        h = hashlib.sha256()
+        # Length-prefixed parts, so no two different inputs concatenate to the same bytes. The name
+        # is in the key because quoted includes resolve relative to it and it is baked into the object.
+        for part in (_CACHE_FORMAT, compiler.fingerprint, source.name, "\0".join(flags), source.text):
+            b = part.encode()
+            h.update(len(b).to_bytes(8, "little") + b)
+        return h.hexdigest()
+
+    def path(self, key: str) -> Path:
+        return self.dir / key[:2] / f"{key}.entry"
+
+    def load(self, key: str, workdir: Path) -> bytes | None:
+        """The cached object for ``key`` if the entry is whole and its headers are unchanged, else None."""
+        try:
+            blob = self.path(key).read_bytes()
+        except OSError:
+            return None
+        head, sep, obj = blob.partition(b"\n")
+        try:
+            meta = json.loads(head) if sep else None
+        except ValueError:
+            meta = None
+        if (not isinstance(meta, dict) or meta.get("format") != _CACHE_FORMAT or meta.get("size") != len(obj)
+                or meta.get("sha256") != hashlib.sha256(obj).hexdigest()):
+            return None      # truncated or corrupt: the caller recompiles and overwrites it
+        for dep, digest in meta.get("deps", {}).items():
+            if _file_digest(workdir / dep) != digest:   # workdir / absolute == absolute
+                return None
+        return obj
+
+    def store(self, key: str, obj: bytes, deps: dict[str, str]) -> None:
+        meta = {"format": _CACHE_FORMAT, "size": len(obj), "sha256": hashlib.sha256(obj).hexdigest(), "deps": deps}
+        _atomic_write(self.path(key), json.dumps(meta, sort_keys=True).encode() + b"\n" + obj)
+
+
+def _parse_depfile(text: str) -> list[str]:
+    """Prerequisites of a make-style depfile (gcc/nvcc -MMD): 'obj: a.cpp b.h \\' with '\\ ' escapes."""
+    text = text.replace("\\\r\n", " ").replace("\\\n", " ")
+    deps: list[str] = []
+    for line in text.splitlines():
+        _, sep, rest = line.partition(": ")
+        if not sep:
+            continue
+        for tok in re.findall(r"(?:\\.|[^\s\\])+", rest):
+            deps.append(re.sub(r"\\(.)", r"\1", tok).replace("$$", "$"))
+    return deps
+
+
+# ---------------------------------------------------------------------------------------------
+# Ninja
+# ---------------------------------------------------------------------------------------------
+
+def _ninja_path(p: str) -> str:
+    return p.replace("$", "$$").replace(" ", "$ ").replace(":", "$:")
+
+
+def _ninja_cmd(argv: list[str]) -> str:
+    if any("\n" in a for a in argv):
+        raise ValueError(f"a flag contains a newline: {argv!r}")
+    return shlex.join(argv).replace("$", "$$")
+
+
+def _excerpt(lines: list[str]) -> list[str]:
+    """The first ~20 lines of compiler output, starting just before its first error if that is later."""
+    first = next((i for i, ln in enumerate(lines) if re.search(r"\berror\b", ln, re.I)), 0)
+    start = max(0, first - 2) if first >= _ERROR_LINES - 2 else 0
+    return lines[start:start + _ERROR_LINES]
+
+
+def _failures(lines: list[str]) -> list[tuple[str, str, list[str]]]:
+    """(target, exit code, output lines) of each 'FAILED:' block in ninja's output."""
+    out, i = [], 0
+    while i < len(lines):
+        m = re.match(r"FAILED: (?:\[code=(-?\d+)\] )?(.+?)\s*$", lines[i])
+        if not m:
+            i += 1
+            continue
+        j = i + 2   # the line after FAILED is the command, which we know already
+        body = []
+        while j < len(lines) and not lines[j].startswith((_STATUS, "FAILED: ", "ninja: ")):
+            body.append(lines[j])
+            j += 1
+        out.append((m.group(2), m.group(1) or "?", body))
+        i = j
+    return out
+
+
+def _run_ninja(workdir: Path, jobs: int, on_compiled) -> tuple[int, list[str]]:
+    cmd = [str(locate.ninja()), "-f", "build.ninja", "-j", str(jobs)]
+    env = {**os.environ, "NINJA_STATUS": _STATUS + "%f/%t] "}
+    lines: list[str] = []
+    with subprocess.Popen(cmd, cwd=workdir, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          text=True, errors="replace") as proc:
+        for line in proc.stdout:
+            line = line.rstrip("\n")
+            lines.append(line)
+            # Without a TTY ninja prints an edge's status line when the edge finishes.
+            if line.startswith(_STATUS) and "] CC " in line:
+                on_compiled()
+    return proc.returncode, lines
+
+
+# ---------------------------------------------------------------------------------------------
+# build
+# ---------------------------------------------------------------------------------------------
+
+def _progress_bar(total: int, cached: int, name: str):
+    """A tqdm bar on a terminal, else None (logs and CI get no carriage-return noise)."""
+    if not sys.stderr.isatty():
+        return None
+    try:
+        from tqdm import tqdm
+    except ImportError:   # a bar is a nicety: never fail a build for it
+        return None
+    bar = tqdm(total=total, initial=cached, desc=f"build {name}", unit="obj", leave=False)
+    bar.set_postfix_str(f"compiled 0, cached {cached}")
+    return bar
+
+
+def _check_names(sources: list[Source]) -> None:
+    seen = set()
+    for s in sources:
+        p = PurePosixPath(s.name)
+        if (not _NAME_OK.fullmatch(s.name) or p.is_absolute() or ".." in p.parts or not p.suffix):
+            raise ValueError(f"bad source name {s.name!r}: want a relative path with a suffix, "
+                             f"characters [A-Za-z0-9_.+-/], no '..'")
+        if s.name in seen:
+            raise ValueError(f"two sources named {s.name!r}")
+        seen.add(s.name)
+
+
+def _write_if_changed(path: Path, data: bytes) -> None:
+    try:
+        if path.read_bytes() == data:
+            return
+    except OSError:
+        pass
+    _atomic_write(path, data)
+
+
+def build(sources: list[Source], out_so: Path, *, compiler: locate.Tool | str, flags: list[str],
+          link_flags: list[str], workdir: Path, cache_dir: Path | None = None, jobs: int | None = None,
+          progress: bool = True) -> BuildResult:
+    """Compile every source to an object (cached or through ninja, in parallel) and link ``out_so``.
+
+    ``flags`` go to every compile (give -fPIC, or -Xcompiler=-fPIC for nvcc); ``link_flags`` follow
+    the objects on the link line (libraries, -fopenmp). Commands run in ``workdir`` with paths
+    relative to it. Builds in one workdir take turns (a file lock); the cache is shared safely.
+    Raises BuildError naming the failing source, with the command and the compiler's first errors.
+    """
+    t0 = time.perf_counter()
+    sources = list(sources)
+    _check_names(sources)
+    tool = compiler if isinstance(compiler, locate.Tool) else locate.tool(compiler)
+    flags, link_flags = [str(f) for f in flags], [str(f) for f in link_flags]
+    workdir = Path(workdir).resolve()
+    workdir.mkdir(parents=True, exist_ok=True)
+    out_so = Path(out_so).resolve()
+    out_so.parent.mkdir(parents=True, exist_ok=True)
+    cache = ObjectCache(cache_dir if cache_dir is not None else default_cache_dir())
+    # Two builds in one workdir (test workers, two shells) would overwrite each other's build.ninja
+    # and objects: the second waits for the first. Closing the file releases the lock.
+    with open(workdir / ".build.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        res = _build_locked(sources, out_so, tool, flags, link_flags, workdir, cache, jobs, progress)
+    res.seconds = time.perf_counter() - t0
+    return res
+
+
+def _build_locked(sources, out_so, tool, flags, link_flags, workdir, cache, jobs, progress) -> BuildResult:
+    cc = str(tool.path)
+
+    objects, hits, misses, compile_cmds = {}, [], [], {}
+    for s in sources:
+        src = workdir / "src" / s.name
+        obj_rel = f"obj/{s.name}.o"           # keeps the suffix: a.cpp and a.cu do not collide
+        objects[s.name] = obj_rel
+        _write_if_changed(src, s.text.encode())
+        key = ObjectCache.key(s, tool, flags)
+        cached = cache.load(key, workdir)
+        if cached is not None:
+            _write_if_changed(workdir / obj_rel, cached)
+            hits.append(s.name)
+        else:
+            misses.append((s, key))
+            compile_cmds[s.name] = [cc, *flags, "-MMD", "-MF", obj_rel + ".d", "-c", f"src/{s.name}", "-o", obj_rel]
+
+    # Link to a temp name and rename: a process that has the old library loaded keeps its inode.
+    tmp_so = out_so.with_name(f".{out_so.name}.{os.getpid()}.tmp")
+    link_cmd = [cc, "-shared", *objects.values(), "-o", str(tmp_so), *link_flags]
+
+    # Every edge depends on 'always', a phony with no inputs, so ninja runs exactly the compiles we
+    # decided are misses (never trusting a stale object in the workdir) and always relinks.
+    lines = ["# generated by aitgen.codegen.build; rewritten on every build", "rule run",
+             "  command = $cmd", "  description = $desc", "build always: phony"]
+    for s, _ in misses:
+        lines += [f"build {_ninja_path(objects[s.name])}: run src/{_ninja_path(s.name)} | always",
+                  f"  cmd = {_ninja_cmd(compile_cmds[s.name])}", f"  desc = CC {s.name}"]
+    lines += [f"build {_ninja_path(str(tmp_so))}: run {' '.join(_ninja_path(o) for o in objects.values())} | always",
+              f"  cmd = {_ninja_cmd(link_cmd)}", f"  desc = LINK {out_so.name}",
+              f"default {_ninja_path(str(tmp_so))}", ""]
+    (workdir / "build.ninja").write_text("\n".join(lines))
+    for s, _ in misses:   # a stale object must not survive a failed compile and look built
+        (workdir / objects[s.name]).unlink(missing_ok=True)
+
+    bar = _progress_bar(len(sources), len(hits), out_so.name) if progress else None
+    done = [0]
+
+    def on_compiled():
+        done[0] += 1
+        if bar is not None:
+            bar.update(1)
+            bar.set_postfix_str(f"compiled {done[0]}, cached {len(hits)}")
+
+    try:
+        rc, out = _run_ninja(workdir, max(1, jobs or os.cpu_count() or 1), on_compiled)
+    finally:
+        if bar is not None:
+            bar.close()
+    if rc != 0:
+        tmp_so.unlink(missing_ok=True)
+        # Keep what did compile: one broken kernel should not cost the next build all the others.
+        failed = {target for target, _, _ in _failures(out)}
+        for s, key in misses:
+            if objects[s.name] not in failed and (workdir / objects[s.name]).exists():
+                _store(cache, key, workdir, objects[s.name], f"src/{s.name}")
+        _raise_failure(out, rc, workdir, {objects[s.name]: s.name for s, _ in misses}, compile_cmds,
+                       str(tmp_so), link_cmd, out_so)
+    os.replace(tmp_so, out_so)
+
+    for s, key in misses:
+        _store(cache, key, workdir, objects[s.name], f"src/{s.name}")
+    return BuildResult(out_so=out_so, cache_hits=len(hits), cache_misses=len(misses),
+                       seconds=0.0,
+                       commands=[shlex.join(compile_cmds[s.name]) for s, _ in misses] + [shlex.join(link_cmd)],
+                       compiled=[s.name for s, _ in misses], cached=hits, log="\n".join(out))
+
+
+def _store(cache: ObjectCache, key: str, workdir: Path, obj_rel: str, src_rel: str) -> None:
+    try:
+        deps = {}
+        for dep in _parse_depfile((workdir / (obj_rel + ".d")).read_text()):
+            if dep == src_rel:
+                continue   # its text is in the key already
+            digest = _file_digest(workdir / dep)
+            if digest is not None:
+                deps[dep] = digest   # relative deps stay relative: checked against the next workdir
+        cache.store(key, (workdir / obj_rel).read_bytes(), deps)
+    except OSError:
+        # A read-only or full cache must not fail a build that succeeded; the next build misses.
+        pass
+
+
+def _raise_failure(out, rc, workdir, obj_to_source, compile_cmds, tmp_so, link_cmd, out_so):
+    failures = _failures(out)
+    for target, code, body in failures:
+        name = obj_to_source.get(target)
+        if name is not None:
+            cmd, what = shlex.join(compile_cmds[name]), f"compiling source '{name}'"
+        elif target == tmp_so:
+            cmd, what = shlex.join(link_cmd), f"linking {out_so}"
+        else:
+            continue
+        excerpt = _excerpt(body) or ["(the compiler printed nothing)"]
+        more = f" ({len(failures) - 1} more failed)" if len(failures) > 1 else ""
+        err = BuildError(f"{what} failed (exit {code}){more}\n  command (in {workdir}):\n    {cmd}\n"
+                         + "\n".join("  " + ln for ln in excerpt))
+        err.command, err.source, err.workdir, err.output = cmd, name, workdir, excerpt
+        raise err
+    # ninja itself failed (bad manifest, missing input): show its own words.
+    tail = [ln for ln in out if not ln.startswith(_STATUS)][-_ERROR_LINES:]
+    err = BuildError(f"ninja failed (exit {rc}) in {workdir}:\n" + "\n".join("  " + ln for ln in tail))
+    err.command, err.source, err.workdir, err.output = "ninja -f build.ninja", None, workdir, tail
+    raise err
