@@ -22,6 +22,10 @@ class GraphError(AitgenError):
     """A graph that breaks an IR invariant (found by `aitgen.ir.verify`)."""
 
 
+class MemoryPlanError(GraphError):
+    """A memory plan that check_plan rejects; the message names the tensors at fault."""
+
+
 class PassError(AitgenError):
     """A transform pass failed or broke the graph; the message names it and the passes before it."""
 

@@ -1,0 +1,364 @@
+"""Memory planning: every intermediate tensor gets an offset in one activation arena.
+
+Over the schedule (graph.ops in order; step i runs graph.ops[i]) each tensor lives from the step
+that writes it to the last step that reads it, both inclusive: an op reads its operands while it
+writes its results, so an operand that dies at step i still overlaps the results born there.
+
+Storage is shared in two ways before any offset is chosen:
+- views: a RESHAPE moves no data, so its output lives in its input's bytes; chains of views resolve
+  to the first tensor (the root), and the root's buffer lives until the last read of any view.
+  A view class that touches a user buffer (graph input, constant, graph output) is not in the arena.
+- in place: an element-wise op may write its result over an operand that dies at that op when the
+  operand is not broadcast (same shape, same byte size), so element i is read before it is written.
+
+Buffers are sized at the upper bound of every dynamic dim, rounded up to ALIGN bytes, so every
+offset is ALIGN-aligned. Offsets come from several greedy heuristics (greedy by size first, as in
+TFLite's and Pisarchyk & Lee's "greedy by size for offset calculation"); the smallest arena wins.
+The result is graph.annotations["memory_plan"], a MemoryPlan; check_plan verifies one from the
+graph alone, without trusting the planner's own bookkeeping.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable, Optional
+
+from ..errors import AitgenError, MemoryPlanError, op_label
+from ..ir.graph import Graph
+from ..ir.op import Op
+from ..ir.tensor import Tensor
+from ..ops.registry import Category, get_opdef
+from ..options import CompileOptions
+
+ALIGN = 64  # a cache line, and enough for AVX-512 and every GPU vector load
+
+
+@dataclasses.dataclass(eq=False)  # identity: the planner removes merged buffers by identity
+class Buffer:
+    """One arena allocation: a root tensor, its views, and the results written over it in place."""
+    tensors: list[Tensor]  # tensors[0] is the owner; every member has the same offset
+    size: int              # bytes, a multiple of ALIGN
+    start: int             # first step that writes it
+    end: int               # last step that reads any member
+    offset: int = 0
+
+
+@dataclasses.dataclass
+class MemoryPlan:
+    """Where each intermediate lives. Keys are the graph's own Tensor objects (hashed by identity);
+    offsets_by_name() gives the name-keyed view that code generation writes out."""
+    offsets: dict[Tensor, int]
+    arena_bytes: int
+    lower_bound_bytes: int   # max over steps of the bytes live at once (shared storage counted once)
+    naive_bytes: int         # one buffer per root tensor (views are not buffers), no reuse at all
+    in_place: list[tuple[str, Tensor, Tensor]]  # (op name, operand taken over, result written there)
+    aliases: dict[Tensor, Tensor]  # tensor -> the tensor whose storage it uses (views; user buffers)
+    view_copies: list[str]   # views that must copy: a second user buffer in one view class
+    buffers: list[Buffer]
+    strategy: str            # the heuristic that gave the arena
+    arena_by_strategy: dict[str, int]
+
+    def offsets_by_name(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for t, off in self.offsets.items():
+            if t.name is None or t.name in out:
+                raise MemoryPlanError(f"tensor {t!r} has no unique name; run name_graph before codegen")
+            out[t.name] = off
+        return out
+
+    def external(self, t: Tensor) -> Optional[Tensor]:
+        """The user buffer (input, constant or output) a non-arena tensor lives in, else None."""
+        return None if t in self.offsets else self.aliases.get(t, t)
+
+
+def align(n: int) -> int:
+    return -(-n // ALIGN) * ALIGN
+
+
+def is_view(op: Op) -> bool:
+    return _category(op) is Category.VIEW
+
+
+def _category(op: Op) -> Optional[Category]:
+    try:
+        return get_opdef(op.kind).category
+    except AitgenError:  # an op kind without a definition neither aliases nor works in place
+        return None
+
+
+# -- lifetimes --------------------------------------------------------------------------------
+
+def _schedule(graph: Graph) -> tuple[dict[int, int], set[int]]:
+    return {id(op): i for i, op in enumerate(graph.ops)}, {id(t) for t in graph.outputs.values()}
+
+
+def _lifetime(t: Tensor, step: dict[int, int]) -> tuple[int, int]:
+    born = step[id(t.producer)]
+    # A result nobody reads (a split part, a dead second output) is still written: one step.
+    return born, max([step[id(u)] for u in t.users if id(u) in step] + [born])
+
+
+def _is_internal(t: Tensor, step: dict[int, int], outs: set[int]) -> bool:
+    return t.producer is not None and id(t.producer) in step and id(t) not in outs
+
+
+def view_classes(graph: Graph) -> dict[int, list[Tensor]]:
+    """id(root) -> [root, views of it...] in schedule order, for every tensor the graph holds."""
+    root: dict[int, Tensor] = {}
+    classes: dict[int, list[Tensor]] = {}
+    for t in graph.tensors:
+        if t.producer is None:
+            root[id(t)] = t
+            classes[id(t)] = [t]
+    for op in graph.ops:  # toposorted: a view's input has its root already
+        for o in op.outputs:
+            r = root.get(id(op.inputs[0]), op.inputs[0]) if is_view(op) else o
+            root[id(o)] = r
+            classes.setdefault(id(r), []).append(o)
+    return classes
+
+
+# -- planning ---------------------------------------------------------------------------------
+
+def memory_planning(graph: Graph, opts: CompileOptions) -> Graph:
+    """Plan the activation arena; the result is graph.annotations["memory_plan"]. Runs last:
+    any pass after it that adds, removes or reorders ops would invalidate the plan."""
+    graph.annotations["memory_plan"] = plan_memory(graph)
+    return graph
+
+
+def plan_memory(graph: Graph) -> MemoryPlan:
+    step, outs = _schedule(graph)
+    aliases: dict[Tensor, Tensor] = {}
+    view_copies: list[str] = []
+    buf_of: dict[int, Buffer] = {}  # id(tensor) -> its arena buffer
+    buffers: list[Buffer] = []
+    for members in view_classes(graph).values():
+        ext = [t for t in members if not _is_internal(t, step, outs)]
+        if ext:
+            # The class lives in a user buffer: the root's if it is one (an input, a constant, an
+            # output), else the first output among the views. Any other user buffer in the class
+            # is a separate allocation the caller owns, so the view producing it must copy.
+            anchor = ext[0]
+            for t in members:
+                if t in ext and t is not anchor:
+                    view_copies.append(t.producer.name or op_label(t.producer))
+                elif t is not anchor:
+                    aliases[t] = anchor
+            continue
+        spans = [_lifetime(t, step) for t in members]
+        b = Buffer(list(members), max(align(t.nbytes_upper()) for t in members),
+                   min(s for s, _ in spans), max(e for _, e in spans))
+        buffers.append(b)
+        for t in members:
+            buf_of[id(t)] = b
+            if t is not members[0]:
+                aliases[t] = members[0]
+    naive = sum(b.size for b in buffers)
+
+    in_place: list[tuple[str, Tensor, Tensor]] = []
+    for i, op in enumerate(graph.ops):
+        if _category(op) is not Category.ELEMENTWISE or len(op.outputs) != 1:
+            continue
+        o = op.outputs[0]
+        bo = buf_of.get(id(o))
+        if bo is None:
+            continue
+        for x in op.inputs:
+            bx = buf_of.get(id(x))
+            # bx.end == i: this op is the last reader of x and of every view sharing x's bytes.
+            if (bx is None or bx is bo or bx.end != i or bx.size < bo.size
+                    or x.nbytes_upper() != o.nbytes_upper() or tuple(x.shape) != tuple(o.shape)):
+                continue
+            bx.tensors += bo.tensors
+            bx.end = bo.end
+            for t in bo.tensors:
+                buf_of[id(t)] = bx
+            buffers.remove(bo)
+            in_place.append((op.name or op_label(op), x, o))
+            break
+
+    lower = _lower_bound(buffers, len(graph.ops))
+    arena, strategy, tried = _best_offsets(buffers)
+    offsets = {t: b.offset for b in buffers for t in b.tensors}
+    return MemoryPlan(offsets, arena, lower, naive, in_place, aliases, view_copies, buffers,
+                      strategy, tried)
+
+
+def _lower_bound(buffers: list[Buffer], steps: int) -> int:
+    delta = [0] * (steps + 2)
+    for b in buffers:
+        delta[b.start] += b.size
+        delta[b.end + 1] -= b.size
+    best = live = 0
+    for d in delta:
+        live += d
+        best = max(best, live)
+    return best
+
+
+# -- offsets ----------------------------------------------------------------------------------
+
+Order = Callable[[list[Buffer]], list[int]]
+
+
+def _by_size(bufs: list[Buffer]) -> list[int]:
+    # Ties: the longer-lived buffer first, it constrains more of the schedule.
+    return sorted(range(len(bufs)), key=lambda i: (-bufs[i].size, bufs[i].start - bufs[i].end, bufs[i].start))
+
+
+def _by_breadth(bufs: list[Buffer]) -> list[int]:
+    """Pisarchyk & Lee's greedy by breadth: the steps with the most live bytes first, and within a
+    step its buffers largest first, so the peak is packed before anything fragments it."""
+    steps = max((b.end for b in bufs), default=-1) + 1
+    live: list[list[int]] = [[] for _ in range(steps)]
+    for i, b in enumerate(bufs):
+        for s in range(b.start, b.end + 1):
+            live[s].append(i)
+    width = [sum(bufs[i].size for i in ids) for ids in live]
+    order: list[int] = []
+    seen: set[int] = set()
+    for s in sorted(range(steps), key=lambda s: (-width[s], s)):
+        for i in sorted(live[s], key=lambda i: (-bufs[i].size, bufs[i].start)):
+            if i not in seen:
+                seen.add(i)
+                order.append(i)
+    return order
+
+
+def _by_start(bufs: list[Buffer]) -> list[int]:
+    # Allocation order, as a runtime allocator would see it: good when sizes are all alike.
+    return sorted(range(len(bufs)), key=lambda i: (bufs[i].start, -bufs[i].size))
+
+
+def _by_area(bufs: list[Buffer]) -> list[int]:
+    return sorted(range(len(bufs)), key=lambda i: (-bufs[i].size * (bufs[i].end - bufs[i].start + 1), i))
+
+
+ORDERS: dict[str, Order] = {"size": _by_size, "breadth": _by_breadth, "start": _by_start, "area": _by_area}
+
+
+def _place(bufs: list[Buffer], order: list[int], best_fit: bool) -> list[int]:
+    """Offsets for bufs, placed in `order`: each at the lowest gap (or, best_fit, the tightest gap)
+    left by the already placed buffers whose lifetimes overlap it."""
+    offsets = [0] * len(bufs)
+    placed: list[int] = []
+    for i in order:
+        b = bufs[i]
+        if b.size == 0:
+            continue  # an empty tensor occupies no bytes; offset 0 overlaps nothing
+        busy = sorted((offsets[j], offsets[j] + bufs[j].size) for j in placed
+                      if bufs[j].start <= b.end and b.start <= bufs[j].end)
+        cursor, pick, pick_gap = 0, None, None
+        for lo, hi in busy:
+            gap = lo - cursor
+            if gap >= b.size and (pick is None or gap < pick_gap):
+                pick, pick_gap = cursor, gap
+                if not best_fit:
+                    break
+            cursor = max(cursor, hi)
+        offsets[i] = cursor if pick is None else pick
+        placed.append(i)
+    return offsets
+
+
+def _best_offsets(bufs: list[Buffer]) -> tuple[int, str, dict[str, int]]:
+    """Try every order with first and best fit; keep the smallest arena (ties: the earlier try).
+    "sequential" (no reuse) is tried last so the arena never exceeds the naive sum."""
+    tried: dict[str, int] = {}
+    best: Optional[tuple[int, str, list[int]]] = None
+    candidates = [(f"{name}/{fit}", order, fit == "best_fit") for name, order in ORDERS.items()
+                  for fit in ("first_fit", "best_fit")]
+    for label, order, best_fit in candidates + [("sequential", None, False)]:
+        if order is None:
+            offs, end = [], 0
+            for b in bufs:
+                offs.append(end)
+                end += b.size
+        else:
+            offs = _place(bufs, order(bufs), best_fit)
+        arena = max((o + b.size for o, b in zip(offs, bufs)), default=0)
+        tried[label] = arena
+        if best is None or arena < best[0]:
+            best = (arena, label, offs)
+    arena, label, offs = best
+    for b, o in zip(bufs, offs):
+        b.offset = o
+    return arena, label, tried
+
+
+# -- verification -----------------------------------------------------------------------------
+
+def check_plan(graph: Graph, plan: MemoryPlan) -> None:
+    """Raise MemoryPlanError unless `plan` is safe for `graph`.
+
+    Recomputes lifetimes and view classes from the graph; from the plan it takes only offsets,
+    sizes it claims and the in-place records, each of which it re-validates. Two view classes may
+    share bytes while both live only when an in-place record hands one to the other at its last step.
+    """
+    step, outs = _schedule(graph)
+    in_graph = {id(t) for t in graph.tensors}
+
+    def fail(msg: str) -> None:
+        raise MemoryPlanError(msg)
+
+    for t, off in plan.offsets.items():
+        if id(t) not in in_graph or not _is_internal(t, step, outs):
+            fail(f"{t!r} is in the arena but is not an intermediate of this graph")
+        if off < 0 or off % ALIGN:
+            fail(f"{t!r} has offset {off}, not a non-negative multiple of {ALIGN}")
+        if off + align(t.nbytes_upper()) > plan.arena_bytes:
+            fail(f"{t!r} ends at {off + align(t.nbytes_upper())}, past the arena ({plan.arena_bytes} bytes)")
+
+    units = []  # (members, offset, size, start, end) per view class in the arena
+    unit_of: dict[int, int] = {}
+    for members in view_classes(graph).values():
+        placed = [t for t in members if t in plan.offsets]
+        internal = all(_is_internal(t, step, outs) for t in members)
+        if internal and len(placed) != len(members):
+            missing = next(t for t in members if t not in plan.offsets)
+            fail(f"intermediate {missing!r} has no offset in the arena")
+        if not internal:
+            if placed:
+                fail(f"{placed[0]!r} is in the arena but is a view sharing a user buffer")
+            continue
+        if len({plan.offsets[t] for t in members}) != 1:
+            fail(f"views of {members[0]!r} do not share its offset: " +
+                 ", ".join(f"{t.name}@{plan.offsets[t]}" for t in members))
+        spans = [_lifetime(t, step) for t in members]
+        for t in members:
+            unit_of[id(t)] = len(units)
+        units.append((members, plan.offsets[members[0]], max(align(t.nbytes_upper()) for t in members),
+                      min(s for s, _ in spans), max(e for _, e in spans)))
+
+    handoffs: set[tuple[int, int]] = set()
+    for name, frm, to in plan.in_place:
+        op = to.producer  # names are not unique before name_graph; the result knows its op
+        if op is None or id(op) not in step or (op.name or op_label(op)) != name or \
+                _category(op) is not Category.ELEMENTWISE or not any(x is frm for x in op.inputs) or \
+                op.outputs != [to]:
+            fail(f"in-place record ({name}, {frm!r}, {to!r}) is not an element-wise op writing over its operand")
+        if id(frm) not in unit_of or id(to) not in unit_of:
+            fail(f"in-place record ({name}): {frm!r} or {to!r} is not in the arena")
+        a, b = unit_of[id(frm)], unit_of[id(to)]
+        if tuple(frm.shape) != tuple(to.shape) or frm.nbytes_upper() != to.nbytes_upper():
+            fail(f"in-place op {name}: {frm!r} is broadcast or differs in size from {to!r}")
+        if units[a][4] != step[id(op)]:
+            fail(f"in-place op {name}: {frm!r} (or a view of it) is still read at step {units[a][4]}")
+        if units[a][1] != units[b][1]:
+            fail(f"in-place op {name}: {to!r} is not at the offset of {frm!r}")
+        handoffs.add((a, b))
+
+    # Sweep by start step: a unit can only clash with units that started before it and live on.
+    order = sorted(range(len(units)), key=lambda u: units[u][3])
+    active: list[int] = []
+    for u in order:
+        mu, ou, su, start, end = units[u]
+        active = [v for v in active if units[v][4] >= start]
+        for v in active:
+            mv, ov, sv = units[v][0], units[v][1], units[v][2]
+            if su and sv and ou < ov + sv and ov < ou + su and (v, u) not in handoffs:
+                fail(f"{mu[0]!r} at [{ou}, {ou + su}) and {mv[0]!r} at [{ov}, {ov + sv}) overlap in memory "
+                     f"while both are live (steps {start}..{end} and {units[v][3]}..{units[v][4]})")
+        active.append(u)
+    if not plan.lower_bound_bytes <= plan.arena_bytes:
+        fail(f"arena {plan.arena_bytes} is below the claimed lower bound {plan.lower_bound_bytes}")
