@@ -16,6 +16,8 @@ setup(
         "jinja2>=3.1",        # kernel templates (backends)
         "ninja>=1.11",        # parallel compiles; error parsing expects its FAILED: lines
         "tqdm>=4.60",         # build progress
+        "pyyaml>=6",          # backends/<b>/backend.yaml
+        "safetensors>=0.4",   # weights file
         "onednn-devel-cpu-gomp==2023.2.0",  # CPU GEMM/conv; pin also in 3rdparty/onednn.txt
     ],
     extras_require={

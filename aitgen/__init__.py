@@ -10,10 +10,12 @@ from .options import CompileOptions
 from . import reference  # noqa: E402
 from .frontend import nn  # noqa: E402
 from . import models, passes  # noqa: E402
+from .compiler import compile_model  # noqa: E402
+from .runtime import Model  # noqa: E402
 
 _sys.modules[__name__ + ".nn"] = nn
 
 __version__ = "0.1.0"
 
 __all__ = ["errors", "ir", "ops", "nn", "reference", "models", "passes", "DType", "Graph", "IntImm",
-           "IntVar", "Op", "OpKind", "Tensor", "constant", "verify", "CompileOptions"]
+           "IntVar", "Op", "OpKind", "Tensor", "constant", "verify", "CompileOptions", "compile_model", "Model"]

@@ -1,0 +1,54 @@
+"""C++ spellings of dims and dtypes for generated code."""
+from __future__ import annotations
+
+from typing import Mapping, Union
+
+from ..ir.dims import Dim, DimExpr, FloorDiv, IntImm, IntVar, as_dim
+from ..ir.dtype import DType
+
+# Storage type in memory, the type kernels compute in, and the C API's dtype code.
+STORAGE = {DType.float32: "float", DType.float16: "ait::half", DType.bfloat16: "ait::bf16",
+           DType.int8: "int8_t", DType.int32: "int32_t", DType.int64: "int64_t", DType.bool: "uint8_t"}
+COMPUTE = {DType.float32: "float", DType.float16: "float", DType.bfloat16: "float",
+           DType.int8: "int32_t", DType.int32: "int32_t", DType.int64: "int64_t", DType.bool: "bool"}
+CODE = {DType.float32: 0, DType.float16: 1, DType.bfloat16: 2, DType.int8: 3, DType.int32: 4,
+        DType.int64: 5, DType.bool: 6}
+
+
+def load(dtype: DType, ptr: str, idx: str) -> str:
+    """An element read as its compute type."""
+    if dtype.is_float:
+        return f"ait::to_f32({ptr}[{idx}])"
+    if dtype == DType.bool:
+        return f"({ptr}[{idx}] != 0)"
+    return f"static_cast<{COMPUTE[dtype]}>({ptr}[{idx}])"
+
+
+def store(dtype: DType, value: str) -> str:
+    """A compute-type value converted for storing."""
+    if dtype.is_float:
+        return f"ait::from_f32<{STORAGE[dtype]}>({value})"
+    if dtype == DType.bool:
+        return f"static_cast<uint8_t>(({value}) ? 1 : 0)"
+    return f"static_cast<{STORAGE[dtype]}>({value})"
+
+
+def dim_expr(d: Union[Dim, int], var_index: Mapping[IntVar, int], vars_name: str = "v") -> str:
+    """A Dim as an int64 C++ expression over the bound IntVars (all sizes are non-negative, so C
+    division is floor division)."""
+    d = as_dim(d)
+    if isinstance(d, IntImm):
+        return f"INT64_C({d.value})"
+    if isinstance(d, IntVar):
+        if d not in var_index:
+            raise KeyError(f"IntVar '{d.name}' is not bound by any input")
+        return f"{vars_name}[{var_index[d]}]"
+    if isinstance(d, FloorDiv):
+        return f"({dim_expr(d.num, var_index, vars_name)} / INT64_C({d.den}))"
+    terms = []
+    for mono, c in DimExpr._poly(d).items():  # noqa: SLF001 - the polynomial is the expression
+        factors = [dim_expr(a, var_index, vars_name) for a in mono]
+        if c != 1 or not factors:
+            factors.insert(0, f"INT64_C({c})")
+        terms.append("*".join(factors))
+    return "(" + " + ".join(terms) + ")"

@@ -1,0 +1,95 @@
+"""Lowering: every op of the final graph becomes zero or more KernelCalls for a backend.
+
+Lowering functions are registered per (backend, OpKind) by the files in codegen/kernels/; a view
+(reshape) lowers to nothing, since the memory plan gives it its input's bytes.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable, Optional
+
+from ..errors import UnsupportedOpError
+from ..ir.dims import prod
+from ..ir.graph import Graph
+from ..ir.op import Op, OpKind
+from ..ir.tensor import Tensor
+from ..passes.memory_planning import MemoryPlan
+from .spec import KernelCall, KernelSpec
+
+@dataclasses.dataclass(frozen=True)
+class OutputRef:
+    """Graph output `name` as a copy destination, where its tensor also lives elsewhere (it is an
+    input, a constant, or the tensor of an earlier output)."""
+    name: str
+
+
+LowerFn = Callable[[Op, "LowerContext"], list[KernelCall]]
+_LOWERINGS: dict[tuple[str, OpKind], LowerFn] = {}
+
+
+def lowering(backend: str, *kinds: OpKind):
+    """Register a lowering function for these op kinds on a backend."""
+    def deco(fn: LowerFn) -> LowerFn:
+        for k in kinds:
+            _LOWERINGS[(backend, k)] = fn
+        return fn
+    return deco
+
+
+def supported_kinds(backend: str) -> set[OpKind]:
+    _load_kernels()
+    return {k for (b, k) in _LOWERINGS if b == backend}
+
+
+@dataclasses.dataclass
+class LowerContext:
+    backend: str
+    plan: MemoryPlan
+    graph: Graph
+
+    def template(self, name: str) -> str:
+        return f"{self.backend}/templates/{name}"
+
+
+def copy_call(ctx: LowerContext, dst: "Tensor | OutputRef", src: Tensor, op: str) -> KernelCall:
+    """A dense byte copy (views that must own their bytes, outputs that are inputs or constants)."""
+    nbytes = prod(src.shape) * src.dtype.itemsize
+    return KernelCall(KernelSpec.make(ctx.template("copy.cpp.j2")), [dst, src], [nbytes], op)
+
+
+def lower_graph(graph: Graph, backend: str) -> list[KernelCall]:
+    """The run sequence of a graph that has been through the pipeline and memory planning."""
+    _load_kernels()
+    plan: Optional[MemoryPlan] = graph.annotations.get("memory_plan")
+    if plan is None:
+        raise ValueError("lower_graph needs graph.annotations['memory_plan'] (run memory_planning)")
+    ctx = LowerContext(backend, plan, graph)
+    calls: list[KernelCall] = []
+    copies = set(plan.view_copies)
+    for op in graph.ops:
+        if op.kind is OpKind.RESHAPE:
+            if (op.name or "") in copies:
+                calls.append(copy_call(ctx, op.outputs[0], op.inputs[0], op.name or "reshape"))
+            continue
+        fn = _LOWERINGS.get((backend, op.kind))
+        if fn is None:
+            raise UnsupportedOpError(f"op {op.kind.value} '{op.name}' has no {backend} kernel yet")
+        calls.extend(fn(op, ctx))
+    # An output that is a graph input, a constant, or the same tensor as an earlier output is a
+    # buffer of its own that no kernel writes: copy into it.
+    seen: set[int] = set()
+    for name, t in graph.outputs.items():
+        if t.producer is None or id(t) in seen:
+            calls.append(copy_call(ctx, OutputRef(name), t, f"output {name}"))
+        seen.add(id(t))
+    return calls
+
+
+_loaded = False
+
+
+def _load_kernels() -> None:
+    global _loaded
+    if not _loaded:
+        from . import kernels  # noqa: F401 - registers the lowering functions
+        _loaded = True

@@ -1,0 +1,101 @@
+"""compile_model: outputs -> passes -> memory plan -> kernels -> one shared library + weights."""
+from __future__ import annotations
+
+import hashlib
+import json
+import struct
+import time
+from pathlib import Path
+from typing import Optional, Union
+
+import numpy as np
+from safetensors.numpy import save_file
+
+from .codegen import build as build_mod
+from .codegen.backend import load_backend
+from .codegen.lower import lower_graph
+from .codegen.program import build_program
+from .codegen.render import render
+from .codegen.report import write_report
+from .ir.graph import Graph, Outputs
+from .options import CompileOptions
+from .passes import PIPELINE, run_pipeline
+from .passes.memory_planning import memory_planning
+
+WEIGHTS = "weights.safetensors"
+
+
+def pick_target(target: str) -> str:
+    """"auto": CUDA when a GPU and its driver answer, else the CPU."""
+    if target != "auto":
+        return target
+    from .runtime.device import cuda_available
+    return "cuda" if cuda_available() else "cpu"
+
+
+def write_weights(graph: Graph, path: Path) -> tuple[dict[int, dict], int]:
+    """Save every constant by its (unique, C-safe) name; return the table the container reads."""
+    consts = [t for t in graph.tensors if t.is_constant]
+    save_file({t.name: np.ascontiguousarray(t.value) for t in consts}, str(path))
+    raw = path.read_bytes()
+    (hlen,) = struct.unpack("<Q", raw[:8])
+    header = json.loads(raw[8:8 + hlen])
+    table = {}
+    for i, t in enumerate(consts):
+        begin, end = header[t.name]["data_offsets"]
+        table[id(t)] = {"index": i, "name": t.name, "dtype": _code(t), "nbytes": end - begin, "offset": begin}
+    return table, hlen
+
+
+def _code(t) -> int:
+    from .codegen.cexpr import CODE
+    return CODE[t.dtype]
+
+
+def compile_model(outputs: Union[Outputs, Graph], target: str = "auto", workdir: Union[str, Path] = "build/model",
+                  *, fusion: bool = True, precision: Optional[str] = None, arch: Optional[str] = None,
+                  num_runtimes: int = 1, verify: bool = False, dump_passes: Optional[str] = None,
+                  name: str = "model", progress: bool = False):
+    """Compile `outputs` (a Tensor, list, dict name -> Tensor, or Graph) into `workdir` and load it."""
+    from .runtime.model import Model
+
+    t0 = time.perf_counter()
+    target = pick_target(target)
+    opts = CompileOptions(target=target, fusion=fusion, precision=precision, arch=arch, verify=verify,
+                          dump_passes=dump_passes)
+    graph = outputs.copy() if isinstance(outputs, Graph) else Graph.from_outputs(outputs, name=name)
+    num_ops = len(graph.ops)
+    # Memory planning runs last: it needs the final schedule and the names name_graph gives.
+    graph = run_pipeline(graph, opts, list(PIPELINE) + [memory_planning])
+    backend = load_backend(target)
+
+    work = Path(workdir)
+    work.mkdir(parents=True, exist_ok=True)
+    constants, header_len = write_weights(graph, work / WEIGHTS)
+    calls = lower_graph(graph, target)
+    unique = {}
+    for c in calls:
+        unique.setdefault(c.spec.func, c.spec)
+    sources = [build_mod.Source(f"{func}.cpp", render(spec.template, func=func, **spec.param_dict()))
+               for func, spec in unique.items()]
+    program = build_program(graph, calls, constants, header_len)
+    sources.append(build_mod.Source("model.cpp", render(f"{target}/templates/model.cpp.j2", **program)))
+    from ._paths import backends_dir
+    for rel in backend.static_sources:
+        sources.append(build_mod.Source(Path(rel).name, (backends_dir() / rel).read_text()))
+    # The library is named by its content: a process that loaded an earlier build of this workdir
+    # would otherwise get the stale image back from dlopen, which caches by path.
+    digest = hashlib.sha256("\0".join([s.name + s.text for s in sources] + backend.compile_flags()).encode())
+    library = f"model_{digest.hexdigest()[:16]}.so"
+    result = build_mod.build(sources, work / library, compiler=backend.compiler, flags=backend.compile_flags(),
+                             link_flags=backend.link_flags(), workdir=work / "obj", progress=progress)
+    for old in work.glob("model_*.so"):
+        if old.name != library:
+            old.unlink()
+    meta = {"library": library, "target": target, "name": graph.name,
+            "inputs": {t.name: {"dtype": t.dtype.value, "shape": [str(d) for d in t.shape]} for t in graph.inputs},
+            "outputs": {k: {"dtype": t.dtype.value, "shape": [str(d) for d in t.shape]} for k, t in graph.outputs.items()}}
+    (work / "model.json").write_text(json.dumps(meta, indent=1))
+    write_report(work, graph, num_ops=num_ops, calls=calls, unique_kernels=len(unique), build=result,
+                 seconds=time.perf_counter() - t0, target=target)
+    return Model.load(work, num_runtimes=num_runtimes)

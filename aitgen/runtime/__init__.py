@@ -1,0 +1,2 @@
+"""Loading and running built models."""
+from .model import Model, TensorSpec  # noqa: F401

@@ -1,0 +1,56 @@
+/* aitgen C API: load a model built by aitgen and run it. No C++ exception crosses this boundary;
+ * every call returns a status (AIT_OK, AIT_BAD_INPUT, AIT_ERROR) and ait_last_error() explains a
+ * failure on the calling thread. */
+#ifndef AITGEN_RUNTIME_H_
+#define AITGEN_RUNTIME_H_
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define AIT_MAX_RANK 8
+
+/* Libraries build with -fvisibility=hidden; only the C API is exported. */
+#if defined(__GNUC__)
+#define AIT_API __attribute__((visibility("default")))
+#else
+#define AIT_API
+#endif
+
+enum AitStatus { AIT_OK = 0, AIT_BAD_INPUT = 1, AIT_ERROR = 2 };
+enum AitDType { AIT_F32 = 0, AIT_F16 = 1, AIT_BF16 = 2, AIT_I8 = 3, AIT_I32 = 4, AIT_I64 = 5, AIT_BOOL = 6 };
+
+typedef struct AitModel AitModel;
+
+/* Create a model from its build directory (weights.safetensors is read from there) with
+ * num_runtimes independent runtimes: that many calls of ait_model_run can proceed at once. */
+AIT_API int ait_model_create(const char* build_dir, int num_runtimes, AitModel** out);
+AIT_API void ait_model_destroy(AitModel* model);
+
+AIT_API int ait_model_num_inputs(const AitModel* model);
+AIT_API int ait_model_num_outputs(const AitModel* model);
+/* name, dtype (AitDType), rank and the largest shape allowed (upper bounds of dynamic dims). */
+AIT_API int ait_model_input_info(const AitModel* model, int i, const char** name, int* dtype, int* rank,
+                         int64_t* max_shape);
+AIT_API int ait_model_output_info(const AitModel* model, int i, const char** name, int* dtype, int* rank,
+                          int64_t* max_shape);
+
+/* Run once. inputs[i] points at input i laid out densely with shape input_shapes[i];
+ * outputs[j] must hold the output's max shape; the actual output shapes are written to
+ * output_shapes[j * AIT_MAX_RANK + d]. Thread-safe. */
+AIT_API int ait_model_run(AitModel* model, const void* const* inputs, const int64_t* const* input_shapes,
+                  void* const* outputs, int64_t* output_shapes);
+
+/* Replace a constant (weights) by name; nbytes must match. Waits for runs in flight. */
+AIT_API int ait_model_set_constant(AitModel* model, const char* name, const void* data, int64_t nbytes);
+AIT_API int ait_model_num_constants(const AitModel* model);
+AIT_API int ait_model_constant_info(const AitModel* model, int i, const char** name, int* dtype, int64_t* nbytes);
+
+AIT_API const char* ait_last_error(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* AITGEN_RUNTIME_H_ */

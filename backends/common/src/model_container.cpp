@@ -1,0 +1,210 @@
+// The static model container behind the C API: weights loaded once and shared, N runtimes (each
+// with its own activation arena) handed out to concurrent callers, and errors turned into status
+// codes with a thread-local message, so no exception leaves the library.
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "aitgen/model_abi.h"
+
+namespace {
+
+thread_local std::string g_last_error;
+
+struct BadInput : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+struct AlignedBuffer {
+  char* ptr = nullptr;
+  explicit AlignedBuffer(int64_t bytes) {
+    // 64-byte alignment: the memory plan aligns every offset to 64, and vector loads want it.
+    size_t n = static_cast<size_t>((bytes + 63) / 64 * 64);
+    if (n == 0) n = 64;
+    ptr = static_cast<char*>(std::aligned_alloc(64, n));
+    if (!ptr) throw std::runtime_error("out of memory allocating " + std::to_string(n) + " bytes");
+  }
+  ~AlignedBuffer() { std::free(ptr); }
+  AlignedBuffer(const AlignedBuffer&) = delete;
+  AlignedBuffer& operator=(const AlignedBuffer&) = delete;
+};
+
+struct Runtime {
+  AlignedBuffer arena;
+  std::vector<int64_t> vars;
+  Runtime(int64_t arena_bytes, int num_vars) : arena(arena_bytes), vars(num_vars > 0 ? num_vars : 1) {}
+};
+
+template <typename F>
+int guarded(F&& f) {
+  try {
+    f();
+    return AIT_OK;
+  } catch (const BadInput& e) {
+    g_last_error = e.what();
+    return AIT_BAD_INPUT;
+  } catch (const std::exception& e) {
+    g_last_error = e.what();
+    return AIT_ERROR;
+  } catch (...) {
+    g_last_error = "unknown error";
+    return AIT_ERROR;
+  }
+}
+
+}  // namespace
+
+struct AitModel {
+  const AitModelInfo* info = nullptr;
+  std::unique_ptr<AlignedBuffer> weights;
+  std::vector<void*> constant_ptrs;
+  std::vector<std::unique_ptr<Runtime>> runtimes;
+  std::vector<Runtime*> idle;
+  std::mutex mu;
+  std::condition_variable cv;
+
+  Runtime* acquire() {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return !idle.empty(); });
+    Runtime* r = idle.back();
+    idle.pop_back();
+    return r;
+  }
+  void release(Runtime* r) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      idle.push_back(r);
+    }
+    cv.notify_one();
+  }
+};
+
+namespace {
+
+// weights.safetensors: 8-byte little-endian header length, a JSON header, then the data section.
+// The build recorded each constant's offset into the data section and the header length, so the
+// container needs no JSON parser; a different header length means a file from another build.
+void load_weights(AitModel* m, const std::string& dir) {
+  const AitModelInfo* info = m->info;
+  int64_t total = 0;
+  for (int i = 0; i < info->num_constants; ++i)
+    total = std::max<int64_t>(total, info->constants[i].offset + info->constants[i].nbytes);
+  m->weights = std::make_unique<AlignedBuffer>(total);
+  m->constant_ptrs.assign(info->num_constants > 0 ? info->num_constants : 1, nullptr);
+  if (info->num_constants == 0) return;
+  std::string path = dir + "/weights.safetensors";
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw std::runtime_error("cannot open " + path);
+  uint64_t header = 0;
+  f.read(reinterpret_cast<char*>(&header), 8);
+  if (!f || static_cast<int64_t>(header) != info->weights_header_bytes)
+    throw std::runtime_error(path + " does not belong to this build (header length differs)");
+  f.seekg(static_cast<std::streamoff>(8 + header));
+  f.read(m->weights->ptr, total);
+  if (!f || f.gcount() != total) throw std::runtime_error(path + " is truncated");
+  for (int i = 0; i < info->num_constants; ++i) m->constant_ptrs[i] = m->weights->ptr + info->constants[i].offset;
+}
+
+int tensor_info(const AitTensorInfo* t, int n, int i, const char** name, int* dtype, int* rank, int64_t* shape) {
+  if (i < 0 || i >= n) throw BadInput("index " + std::to_string(i) + " out of range");
+  if (name) *name = t[i].name;
+  if (dtype) *dtype = t[i].dtype;
+  if (rank) *rank = t[i].rank;
+  if (shape)
+    for (int d = 0; d < t[i].rank; ++d) shape[d] = t[i].max_shape[d];
+  return 0;
+}
+
+}  // namespace
+
+extern "C" {
+
+const char* ait_last_error(void) { return g_last_error.c_str(); }
+
+int ait_model_create(const char* build_dir, int num_runtimes, AitModel** out) {
+  return guarded([&] {
+    if (!out) throw BadInput("out is null");
+    *out = nullptr;
+    if (num_runtimes < 1) throw BadInput("num_runtimes must be at least 1");
+    auto m = std::make_unique<AitModel>();
+    m->info = ait_generated_info();
+    if (m->info->abi_version != AIT_ABI_VERSION) throw std::runtime_error("model ABI version mismatch");
+    load_weights(m.get(), build_dir ? build_dir : ".");
+    for (int i = 0; i < num_runtimes; ++i) {
+      m->runtimes.push_back(std::make_unique<Runtime>(m->info->arena_bytes, m->info->num_vars));
+      m->idle.push_back(m->runtimes.back().get());
+    }
+    *out = m.release();
+  });
+}
+
+void ait_model_destroy(AitModel* model) { delete model; }
+
+int ait_model_num_inputs(const AitModel* m) { return m ? m->info->num_inputs : -1; }
+int ait_model_num_outputs(const AitModel* m) { return m ? m->info->num_outputs : -1; }
+int ait_model_num_constants(const AitModel* m) { return m ? m->info->num_constants : -1; }
+
+int ait_model_input_info(const AitModel* m, int i, const char** name, int* dtype, int* rank, int64_t* shape) {
+  return guarded([&] { tensor_info(m->info->inputs, m->info->num_inputs, i, name, dtype, rank, shape); });
+}
+
+int ait_model_output_info(const AitModel* m, int i, const char** name, int* dtype, int* rank, int64_t* shape) {
+  return guarded([&] { tensor_info(m->info->outputs, m->info->num_outputs, i, name, dtype, rank, shape); });
+}
+
+int ait_model_constant_info(const AitModel* m, int i, const char** name, int* dtype, int64_t* nbytes) {
+  return guarded([&] {
+    if (i < 0 || i >= m->info->num_constants) throw BadInput("constant index out of range");
+    if (name) *name = m->info->constants[i].name;
+    if (dtype) *dtype = m->info->constants[i].dtype;
+    if (nbytes) *nbytes = m->info->constants[i].nbytes;
+  });
+}
+
+int ait_model_run(AitModel* m, const void* const* inputs, const int64_t* const* input_shapes,
+                  void* const* outputs, int64_t* output_shapes) {
+  return guarded([&] {
+    if (!m) throw BadInput("model is null");
+    Runtime* r = m->acquire();
+    struct Release {
+      AitModel* m;
+      Runtime* r;
+      ~Release() { m->release(r); }
+    } release{m, r};
+    char err[512] = {0};
+    if (ait_generated_bind(input_shapes, r->vars.data(), err, sizeof(err)) != 0) throw BadInput(err);
+    for (int i = 0; i < m->info->num_inputs; ++i)
+      if (!inputs[i]) throw BadInput(std::string("input '") + m->info->inputs[i].name + "' is null");
+    for (int i = 0; i < m->info->num_outputs; ++i)
+      if (!outputs[i]) throw BadInput(std::string("output '") + m->info->outputs[i].name + "' is null");
+    AitRunContext ctx{inputs, outputs, m->constant_ptrs.data(), r->arena.ptr, r->vars.data(), output_shapes};
+    ait_generated_run(&ctx);
+  });
+}
+
+int ait_model_set_constant(AitModel* m, const char* name, const void* data, int64_t nbytes) {
+  return guarded([&] {
+    if (!m || !name || !data) throw BadInput("null argument");
+    int idx = -1;
+    for (int i = 0; i < m->info->num_constants; ++i)
+      if (std::strcmp(m->info->constants[i].name, name) == 0) idx = i;
+    if (idx < 0) throw BadInput(std::string("no constant named '") + name + "'");
+    if (nbytes != m->info->constants[idx].nbytes)
+      throw BadInput(std::string("constant '") + name + "' has " + std::to_string(m->info->constants[idx].nbytes) +
+                     " bytes, got " + std::to_string(nbytes));
+    // Take every runtime so no run reads a half-written constant.
+    std::vector<Runtime*> held;
+    for (size_t i = 0; i < m->runtimes.size(); ++i) held.push_back(m->acquire());
+    std::memcpy(m->constant_ptrs[idx], data, static_cast<size_t>(nbytes));
+    for (Runtime* r : held) m->release(r);
+  });
+}
+
+}  // extern "C"

@@ -1,0 +1,67 @@
+// Shared helpers of the CPU kernels: storage types and their float32 conversions. Kernels compute
+// in float32 and store in the tensor's type, as the numpy oracle does.
+#ifndef AITGEN_CPU_KERNEL_H_
+#define AITGEN_CPU_KERNEL_H_
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+// Kernels are internal to the model library (hidden); model.cpp calls them by name.
+#define AIT_KERNEL extern "C" void
+
+namespace ait {
+
+// float16 through the compiler's _Float16 (x86-64 GCC >= 12 converts with F16C when -march allows).
+struct half {
+  uint16_t bits;
+};
+// bfloat16: the high half of a float32, rounded to nearest even.
+struct bf16 {
+  uint16_t bits;
+};
+
+inline float to_f32(float v) { return v; }
+inline float to_f32(half v) {
+  _Float16 h;
+  std::memcpy(&h, &v.bits, 2);
+  return static_cast<float>(h);
+}
+inline float to_f32(bf16 v) {
+  uint32_t u = static_cast<uint32_t>(v.bits) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+template <typename T>
+inline T from_f32(float v);
+template <>
+inline float from_f32<float>(float v) { return v; }
+template <>
+inline half from_f32<half>(float v) {
+  _Float16 h = static_cast<_Float16>(v);
+  half r;
+  std::memcpy(&r.bits, &h, 2);
+  return r;
+}
+template <>
+inline bf16 from_f32<bf16>(float v) {
+  uint32_t u;
+  std::memcpy(&u, &v, 4);
+  bf16 r;
+  if ((u & 0x7f800000u) == 0x7f800000u && (u & 0x007fffffu)) {
+    r.bits = static_cast<uint16_t>((u >> 16) | 0x40);  // keep NaN a NaN
+  } else {
+    r.bits = static_cast<uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+  }
+  return r;
+}
+
+// Integer and bool types load and store as themselves (no float round trip).
+template <typename T>
+inline T load(const T* p, int64_t i) { return p[i]; }
+
+}  // namespace ait
+
+#endif  // AITGEN_CPU_KERNEL_H_
