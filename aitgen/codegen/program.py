@@ -85,7 +85,7 @@ def build_program(graph: Graph, calls: list[KernelCall], constants: dict[int, di
             seen_funcs.append(c.spec.func)
         rendered_calls.append({"func": c.spec.func, "comment": c.op.replace("\n", " "),
                                "ptrs": [ptr(t) for t in c.ptrs],
-                               "dims": [dim_expr(d, var_index) for d in c.dims]})
+                               "dims": [d if isinstance(d, str) else dim_expr(d, var_index) for d in c.dims]})
     outputs = []
     for j, (name, t) in enumerate(graph.outputs.items()):
         o = info(t, name)

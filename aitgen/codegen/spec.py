@@ -40,9 +40,13 @@ class KernelCall:
     renderer) and int64 arguments (Dims, evaluated at run time from the bound IntVars)."""
     spec: KernelSpec
     ptrs: list[Any]  # Tensor, or lower.OutputRef for a copy into a graph output
-    dims: list[Union[Dim, int]]
+    dims: list[Union[Dim, int, str]]  # a str is a run-context field: CONSTANTS_VERSION
     op: str  # the op it runs, for comments and reports
 
+
+# A dims entry that reads the run context instead of a shape: kernels that prepack constant
+# weights compare it with the version they packed at, since set_constants may replace them.
+CONSTANTS_VERSION = "ctx->constants_version"
 
 _DICT = "__dict__"  # marks a frozen dict so _thaw can give it back
 

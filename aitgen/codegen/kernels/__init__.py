@@ -1,2 +1,2 @@
 """Lowering functions, one file per op family; importing this package registers them."""
-from . import elementwise  # noqa: F401
+from . import attention, conv, elementwise, gemm, memory, norm, pool, reduce  # noqa: F401

@@ -1,6 +1,7 @@
 // The static model container behind the C API: weights loaded once and shared, N runtimes (each
 // with its own activation arena) handed out to concurrent callers, and errors turned into status
 // codes with a thread-local message, so no exception leaves the library.
+#include <atomic>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
@@ -69,6 +70,7 @@ struct AitModel {
   std::vector<Runtime*> idle;
   std::mutex mu;
   std::condition_variable cv;
+  std::atomic<int64_t> constants_version{0};
 
   Runtime* acquire() {
     std::unique_lock<std::mutex> lock(mu);
@@ -184,7 +186,8 @@ int ait_model_run(AitModel* m, const void* const* inputs, const int64_t* const* 
       if (!inputs[i]) throw BadInput(std::string("input '") + m->info->inputs[i].name + "' is null");
     for (int i = 0; i < m->info->num_outputs; ++i)
       if (!outputs[i]) throw BadInput(std::string("output '") + m->info->outputs[i].name + "' is null");
-    AitRunContext ctx{inputs, outputs, m->constant_ptrs.data(), r->arena.ptr, r->vars.data(), output_shapes};
+    AitRunContext ctx{inputs, outputs, m->constant_ptrs.data(), r->arena.ptr, r->vars.data(), output_shapes,
+                      m->constants_version.load()};
     ait_generated_run(&ctx);
   });
 }
@@ -203,6 +206,7 @@ int ait_model_set_constant(AitModel* m, const char* name, const void* data, int6
     std::vector<Runtime*> held;
     for (size_t i = 0; i < m->runtimes.size(); ++i) held.push_back(m->acquire());
     std::memcpy(m->constant_ptrs[idx], data, static_cast<size_t>(nbytes));
+    m->constants_version.fetch_add(1);
     for (Runtime* r : held) m->release(r);
   });
 }

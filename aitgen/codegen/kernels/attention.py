@@ -1,0 +1,1 @@
+"""Lowering of the attention family for the CPU backend (being written)."""

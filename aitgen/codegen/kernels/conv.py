@@ -1,0 +1,1 @@
+"""Lowering of the conv family for the CPU backend (being written)."""

@@ -1,0 +1,1 @@
+"""Lowering of the gemm family for the CPU backend (being written)."""

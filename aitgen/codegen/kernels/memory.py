@@ -1,0 +1,1 @@
+"""Lowering of the memory family for the CPU backend (being written)."""

@@ -1,0 +1,1 @@
+"""Lowering of the norm family for the CPU backend (being written)."""

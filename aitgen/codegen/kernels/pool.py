@@ -1,0 +1,1 @@
+"""Lowering of the pool family for the CPU backend (being written)."""

@@ -1,0 +1,1 @@
+"""Lowering of the reduce family for the CPU backend (being written)."""
