@@ -1,1 +1,68 @@
-"""Lowering of the conv family for the CPU backend (being written)."""
+"""conv2d and conv_transpose2d -> one oneDNN kernel template (backends/cpu/templates/conv_onednn.cpp.j2).
+
+Activations are NHWC: oneDNN's logical NCHW dims with channel-innermost strides. The weights are
+described where they lie, as strides over OHWI (conv) or [C_in, KH, KW, C_out/g] (transposed),
+grouped weights as 5-D [G, O/G, I/G, KH, KW]; the primitive then picks its own blocked layout and
+the kernel packs the weight into it (once, when the weight is a constant). Window attributes are
+static params in oneDNN's terms (dilation - 1; the transposed conv's output_padding as less padding
+after); N, H, W and the channels are run-time dims.
+"""
+from __future__ import annotations
+
+from ...errors import UnsupportedOpError
+from ...ir.dims import Dim, IntImm
+from ...ir.op import Op, OpKind
+from ..lower import LowerContext, lowering
+from ..spec import CONSTANTS_VERSION, KernelCall, KernelSpec
+from .gemm import Md, dense_strides, is_constant, md_dims, onednn_types
+
+
+def _nhwc(n: Dim, c: Dim, h: Dim, w: Dim) -> Md:
+    """Logical [N, C, H, W] of a dense NHWC tensor."""
+    sn, sh, sw, sc = dense_strides([n, h, w, c])
+    return [n, c, h, w], [sn, sc, sh, sw]
+
+
+def _weights(shape, groups: int, transposed: bool) -> Md:
+    """oneDNN's [(G,) O, I, KH, KW] over our stored weight: OHWI [O, KH, KW, I/g] for a conv,
+    [C_in, KH, KW, C_out/g] for a transposed conv (oneDNN's O is always the output channels)."""
+    a0, kh, kw, a3 = shape
+    s0, skh, skw, s3 = dense_strides(shape)
+    if transposed:  # a0 = C_in = g * I/g (outer), a3 = O/g (innermost)
+        og, ig, so, si = a3, a0 // groups, s3, s0
+    else:           # a0 = O = g * O/g (outer), a3 = I/g (innermost)
+        og, ig, so, si = a0 // groups, a3, s0, s3
+    if groups == 1:
+        return [og, ig, kh, kw], [so, si, skh, skw]
+    sg = (og if not transposed else ig) * (so if not transposed else si)  # one group's block of a0
+    return [IntImm(groups), og, ig, kh, kw], [sg, so, si, skh, skw]
+
+
+@lowering("cpu", OpKind.CONV2D, OpKind.CONV_TRANSPOSE2D)
+def lower_conv(op: Op, ctx: LowerContext) -> list[KernelCall]:
+    x, w = op.inputs[:2]
+    bias = op.inputs[2] if len(op.inputs) == 3 else None
+    out = op.outputs[0]
+    a = op.attrs
+    transposed = op.kind is OpKind.CONV_TRANSPOSE2D
+    (pt, pb, pl, pr) = a.padding
+    pad_r = [pb, pr]
+    if transposed:
+        # oneDNN has no output_padding: the extra rows are less padding after (which may go negative).
+        pad_r = [pb - a.output_padding[0], pr - a.output_padding[1]]
+        for p, s in zip(pad_r, a.stride):
+            if p + s <= 0:
+                raise UnsupportedOpError(f"conv_transpose2d '{op.name}': output_padding {a.output_padding} "
+                                         f"exceeds padding {a.padding} by a stride or more, which oneDNN "
+                                         "cannot express")
+    wei = _weights(w.shape, a.groups, transposed)
+    dims = md_dims(_nhwc(*(x.shape[i] for i in (0, 3, 1, 2))), wei, _nhwc(*(out.shape[i] for i in (0, 3, 1, 2))))
+    if bias is not None:
+        dims += md_dims(([out.shape[3]], [IntImm(1)]))
+    prepack = is_constant(ctx, w)
+    spec = KernelSpec.make(ctx.template("conv_onednn.cpp.j2"), transposed=transposed, wei_rank=len(wei[0]),
+                           strides=list(a.stride), dilates=[d - 1 for d in a.dilation], padding_l=[pt, pl],
+                           padding_r=pad_r, has_bias=bias is not None, prepack=prepack, nkey=len(dims),
+                           **onednn_types(out.dtype))
+    ptrs = [out, x, w] + ([bias] if bias is not None else [])
+    return [KernelCall(spec, ptrs, dims + ([CONSTANTS_VERSION] if prepack else []), op.name or op.kind.value)]

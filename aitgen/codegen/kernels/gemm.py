@@ -1,1 +1,116 @@
-"""Lowering of the gemm family for the CPU backend (being written)."""
+"""gemm and bmm -> one oneDNN matmul kernel (backends/cpu/templates/gemm_onednn.cpp.j2, which
+configures the matmul of backends/cpu/src/onednn_kernels.cpp).
+
+Python describes every operand to oneDNN as (sizes, strides) Dims: layouts (rcr, crr, ...) and
+transposed bmm operands are strides over the stored tensor, leading dims of a row-major `a` fold
+into M, and bmm batch dims are padded with 1s, which oneDNN broadcasts. Sizes are run-time dims, so
+one kernel serves every shape of a spec (twelve BERT layers, any batch).
+"""
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+from ...ir.dims import Dim, IntImm, as_dim, prod
+from ...ir.dtype import DType
+from ...ir.op import Op, OpKind
+from ...ir.tensor import Tensor
+from ..cexpr import STORAGE
+from ..lower import LowerContext, lowering
+from ..spec import CONSTANTS_VERSION, KernelCall, KernelSpec
+
+Md = tuple[list[Dim], list[Dim]]  # (sizes, strides) of one oneDNN memory descriptor
+
+
+def onednn_types(dtype: DType) -> dict:
+    """Storage type, the oneDNN type computed in, and whether operands go through float32 scratch.
+
+    bfloat16 runs natively (oneDNN's avx512_core_bf16 kernels, float32 accumulation); float16 has no
+    oneDNN CPU kernels without avx512_fp16, so it converts to float32 and back.
+    """
+    if dtype is DType.float32:
+        return dict(storage=STORAGE[dtype], storage_code="f32", convert=False)
+    if dtype is DType.bfloat16:
+        return dict(storage=STORAGE[dtype], storage_code="bf16", convert=False)
+    if dtype is DType.float16:
+        return dict(storage=STORAGE[dtype], storage_code="f16", convert=True)
+    raise TypeError(f"oneDNN kernels take float32, float16 or bfloat16, not {dtype}")
+
+
+def is_constant(ctx: LowerContext, t: Tensor) -> bool:
+    """Whether t's bytes are a graph constant (itself, or a view of one): its kernel may prepack it."""
+    ext = ctx.plan.external(t)
+    return ext is not None and ext.is_constant
+
+
+def dense_strides(shape: Sequence[Dim]) -> list[Dim]:
+    out: list[Dim] = []
+    acc: Dim = IntImm(1)
+    for d in reversed(shape):
+        out.append(acc)
+        acc = acc * d
+    return out[::-1]
+
+
+def md_dims(*mds: Md) -> list[Dim]:
+    """Flatten descriptors into the kernel's dims: sizes then strides, per descriptor."""
+    out: list[Dim] = []
+    for sizes, strides in mds:
+        out += [as_dim(s) for s in sizes] + [as_dim(s) for s in strides]
+    return out
+
+
+def matmul_call(ctx: LowerContext, op: Op, out: Tensor, a: Tensor, b: Tensor, bias: Optional[Tensor],
+                a_md: Md, b_md: Md, c_md: Md) -> KernelCall:
+    rank = len(c_md[0])
+    dims = md_dims(a_md, b_md, c_md)
+    if bias is not None:  # [1, .., 1, N] dense: oneDNN broadcasts it over the rows
+        n = c_md[0][-1]
+        dims += md_dims(([IntImm(1)] * (rank - 1) + [n], [n] * (rank - 1) + [IntImm(1)]))
+    prepack = is_constant(ctx, b)
+    spec = KernelSpec.make(ctx.template("gemm_onednn.cpp.j2"), rank=rank, has_bias=bias is not None,
+                           prepack=prepack, nkey=len(dims), **onednn_types(out.dtype))
+    ptrs = [out, a, b] + ([bias] if bias is not None else [])
+    return KernelCall(spec, ptrs, dims + ([CONSTANTS_VERSION] if prepack else []), op.name or op.kind.value)
+
+
+def _matrix(rows: Dim, cols: Dim, transposed: bool) -> Md:
+    """A [rows, cols] operand stored row-major, or (transposed) stored as [cols, rows]."""
+    return ([rows, cols], [IntImm(1), rows] if transposed else [cols, IntImm(1)])
+
+
+@lowering("cpu", OpKind.GEMM)
+def lower_gemm(op: Op, ctx: LowerContext) -> list[KernelCall]:
+    a, b = op.inputs[:2]
+    bias = op.inputs[2] if len(op.inputs) == 3 else None
+    out = op.outputs[0]
+    ta, tb = op.attrs.trans_a, op.attrs.trans_b
+    m, n = prod(out.shape[:-1]), out.shape[-1]  # a's leading dims fold into M
+    k = a.shape[0] if ta else a.shape[-1]
+    return [matmul_call(ctx, op, out, a, b, bias, _matrix(m, k, ta), _matrix(k, n, tb),
+                        ([m, n], [n, IntImm(1)]))]
+
+
+def _batched(shape: Sequence[Dim], rank: int, transposed: bool) -> Md:
+    """A [.., rows, cols] operand padded to `rank` with leading 1s; transposed: stored [.., cols, rows]."""
+    padded = [IntImm(1)] * (rank - len(shape)) + list(shape)
+    strides = dense_strides(padded)
+    if transposed:
+        padded[-2:], strides[-2:] = padded[-1:-3:-1], strides[-1:-3:-1]
+    return padded, strides
+
+
+@lowering("cpu", OpKind.BMM)
+def lower_bmm(op: Op, ctx: LowerContext) -> list[KernelCall]:
+    a, b = op.inputs
+    out = op.outputs[0]
+    ta, tb = op.attrs.trans_a, op.attrs.trans_b
+    m, n = out.shape[-2:]
+    k = a.shape[-2] if ta else a.shape[-1]
+    if not ta and all(d == 1 for d in b.shape[:-2]):
+        # One b for every batch: a's batch folds into M, a single (larger, faster) GEMM.
+        rows = prod(out.shape[:-1])
+        return [matmul_call(ctx, op, out, a, b, None, _matrix(rows, k, False), _matrix(k, n, tb),
+                            ([rows, n], [n, IntImm(1)]))]
+    rank = len(out.shape)
+    c_md = (list(out.shape), dense_strides(out.shape))
+    return [matmul_call(ctx, op, out, a, b, None, _batched(a.shape, rank, ta), _batched(b.shape, rank, tb), c_md)]

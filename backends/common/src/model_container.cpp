@@ -19,6 +19,10 @@ namespace {
 
 thread_local std::string g_last_error;
 
+// Each model starts its constants version in a range of its own: a kernel cache keyed by (weight
+// address, version) then cannot mistake a later model's weights, at a reused address, for packed ones.
+std::atomic<int64_t> g_next_model{1};
+
 struct BadInput : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
@@ -136,6 +140,7 @@ int ait_model_create(const char* build_dir, int num_runtimes, AitModel** out) {
     *out = nullptr;
     if (num_runtimes < 1) throw BadInput("num_runtimes must be at least 1");
     auto m = std::make_unique<AitModel>();
+    m->constants_version = g_next_model.fetch_add(1) << 32;
     m->info = ait_generated_info();
     if (m->info->abi_version != AIT_ABI_VERSION) throw std::runtime_error("model ABI version mismatch");
     load_weights(m.get(), build_dir ? build_dir : ".");

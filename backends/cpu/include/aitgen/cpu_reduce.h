@@ -1,0 +1,307 @@
+// Helpers of the reducing CPU kernels (pooling, norms, softmax, reductions): a float32 exp that
+// the compiler vectorises, NaN-propagating max/min, and row sums that vectorise yet stay accurate.
+#ifndef AITGEN_CPU_REDUCE_H_
+#define AITGEN_CPU_REDUCE_H_
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+
+namespace ait {
+
+// numpy's max/min propagate NaN: once the accumulator is NaN it stays NaN. Written as selects
+// so loops over lanes vectorise.
+// The NaN test reads the bits: `v != v` on a value converted from float16 gets folded by GCC into
+// a float16 compare, which is a library call per element.
+inline bool is_nan(float v) { return (__builtin_bit_cast(uint32_t, v) & 0x7fffffffu) > 0x7f800000u; }
+inline float max_nan(float acc, float v) { return ((v > acc) | is_nan(v)) ? v : acc; }
+inline float min_nan(float acc, float v) { return ((v < acc) | is_nan(v)) ? v : acc; }
+template <typename I>
+inline I max_nan(I acc, I v) { return v > acc ? v : acc; }
+template <typename I>
+inline I min_nan(I acc, I v) { return v < acc ? v : acc; }
+
+// Accumulators: float sums carry in double (a long float sum drifts), integer sums in the unsigned
+// type of their width, so they wrap like the oracle's fixed-width sum without signed overflow.
+template <typename C> struct Acc { using type = C; };
+template <> struct Acc<float> { using type = double; };
+template <> struct Acc<int32_t> { using type = uint32_t; };
+template <> struct Acc<int64_t> { using type = uint64_t; };
+
+// A pooled element as its compute type: floats through to_f32, integers as themselves.
+inline float to_f32_or_int(float v) { return v; }
+inline float to_f32_or_int(half v) { return to_f32(v); }
+inline float to_f32_or_int(bf16 v) { return to_f32(v); }
+template <typename I>
+inline I to_f32_or_int(I v) { return v; }
+
+template <typename C> inline C lowest() {
+  return std::numeric_limits<C>::has_infinity ? -std::numeric_limits<C>::infinity()
+                                              : std::numeric_limits<C>::lowest();
+}
+template <typename C> inline C highest() {
+  return std::numeric_limits<C>::has_infinity ? std::numeric_limits<C>::infinity()
+                                              : std::numeric_limits<C>::max();
+}
+
+// Row helpers over n contiguous elements, computed in float32. The float32 rows, the hot case,
+// use GCC vector extensions: two 16-lane accumulators stay in registers (an auto-vectorised
+// reduction keeps its lanes in memory or, for max without -ffinite-math-only, stays scalar), and
+// the code is still portable (GCC splits the 64-byte vectors on narrower targets). Sums add
+// blocks of 1024 elements in double: vectorised, and accurate for long rows. Other storage types
+// take plain loops.
+typedef float f32x16 __attribute__((vector_size(64)));
+typedef int32_t i32x16 __attribute__((vector_size(64)));
+constexpr int64_t kBlock = 1024;
+
+inline f32x16 splat(float v) { return f32x16{} + v; }
+inline f32x16 loadu(const float* p) {
+  f32x16 v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+inline void storeu(float* p, f32x16 v) { std::memcpy(p, &v, sizeof v); }
+// Horizontal sum and max by halving (a tree of shuffles, not a 16-long dependency chain).
+typedef float f32x8 __attribute__((vector_size(32)));
+typedef float f32x4 __attribute__((vector_size(16)));
+inline f32x8 lo8(f32x16 v) { return __builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7); }
+inline f32x8 hi8(f32x16 v) { return __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15); }
+inline f32x4 lo4(f32x8 v) { return __builtin_shufflevector(v, v, 0, 1, 2, 3); }
+inline f32x4 hi4(f32x8 v) { return __builtin_shufflevector(v, v, 4, 5, 6, 7); }
+inline float hsum(f32x16 v) {
+  const f32x8 a = lo8(v) + hi8(v);
+  const f32x4 b = lo4(a) + hi4(a);
+  return (b[0] + b[2]) + (b[1] + b[3]);
+}
+inline float hmax(f32x16 v) {
+  const f32x8 a = lo8(v) > hi8(v) ? lo8(v) : hi8(v);
+  const f32x4 b = lo4(a) > hi4(a) ? lo4(a) : hi4(a);
+  const float c = b[0] > b[2] ? b[0] : b[2], d = b[1] > b[3] ? b[1] : b[3];
+  return c > d ? c : d;
+}
+
+// exp(x) for x <= 0 (softmax's x - max), 16 lanes, relative error ~1e-7; NaN stays NaN, and
+// x < -87.3 (where float32 leaves the normal range) gives 0. Cody-Waite reduction x = n ln2 + r
+// with n rounded by the 1.5 * 2^23 trick, Cephes' polynomial for exp(r), 2^n built in the bits.
+inline f32x16 exp_v(f32x16 x) {
+  const f32x16 lo = splat(-87.3f);
+  const f32x16 xc = x < lo ? lo : x;
+  const f32x16 magic = splat(12582912.0f);
+  const f32x16 t = xc * 1.44269504088896341f + magic;
+  const f32x16 n = t - magic;
+  f32x16 r = xc - n * 0.693359375f;
+  r = r + n * 2.12194440e-4f;
+  f32x16 q = splat(1.9875691500E-4f);
+  q = q * r + 1.3981999507E-3f;
+  q = q * r + 8.3334519073E-3f;
+  q = q * r + 4.1665795894E-2f;
+  q = q * r + 1.6666665459E-1f;
+  q = q * r + 5.0000001201E-1f;
+  q = (q * r) * r + r + 1.0f;
+  i32x16 ti;
+  std::memcpy(&ti, &t, sizeof ti);
+  const i32x16 bits = (ti - (0x4B400000 - 127)) << 23;
+  f32x16 scale;
+  std::memcpy(&scale, &bits, sizeof scale);
+  return x < lo ? splat(0.0f) : q * scale;
+}
+// The same exp on one float, for loops the compiler vectorises itself (strided softmax, 16-bit rows).
+inline float exp_f32(float x) {
+  const float xc = x < -87.3f ? -87.3f : x;
+  const float t = xc * 1.44269504088896341f + 12582912.0f;
+  const float n = t - 12582912.0f;
+  float r = xc - n * 0.693359375f;
+  r = r + n * 2.12194440e-4f;
+  float q = 1.9875691500E-4f;
+  q = q * r + 1.3981999507E-3f;
+  q = q * r + 8.3334519073E-3f;
+  q = q * r + 4.1665795894E-2f;
+  q = q * r + 1.6666665459E-1f;
+  q = q * r + 5.0000001201E-1f;
+  q = (q * r) * r + r + 1.0f;
+  int32_t ti;
+  std::memcpy(&ti, &t, sizeof ti);
+  const int32_t bits = static_cast<int32_t>(static_cast<uint32_t>(ti - (0x4B400000 - 127)) << 23);
+  float scale;
+  std::memcpy(&scale, &bits, sizeof scale);
+  return x < -87.3f ? 0.0f : q * scale;
+}
+
+template <typename T>
+inline double row_sum(const T* x, int64_t n) {
+  double s = 0.0;
+  for (int64_t i = 0; i < n; ++i) s += to_f32(x[i]);
+  return s;
+}
+inline double row_sum(const float* x, int64_t n) {
+  double total = 0.0;
+  for (int64_t b = 0; b < n; b += kBlock) {
+    const int64_t e = n - b < kBlock ? n : b + kBlock;
+    f32x16 a0 = splat(0.0f), a1 = splat(0.0f);
+    int64_t i = b;
+    for (; i + 32 <= e; i += 32) {
+      a0 += loadu(x + i);
+      a1 += loadu(x + i + 16);
+    }
+    float s = hsum(a0 + a1);
+    for (; i < e; ++i) s += x[i];
+    total += s;
+  }
+  return total;
+}
+
+// Sum of (x - mu)^2: the second pass of a two-pass variance.
+template <typename T>
+inline double row_sumsq(const T* x, int64_t n, float mu) {
+  double s = 0.0;
+  for (int64_t i = 0; i < n; ++i) {
+    const float c = to_f32(x[i]) - mu;
+    s += c * c;
+  }
+  return s;
+}
+inline double row_sumsq(const float* x, int64_t n, float mu) {
+  double total = 0.0;
+  const f32x16 m = splat(mu);
+  for (int64_t b = 0; b < n; b += kBlock) {
+    const int64_t e = n - b < kBlock ? n : b + kBlock;
+    f32x16 a0 = splat(0.0f), a1 = splat(0.0f);
+    int64_t i = b;
+    for (; i + 32 <= e; i += 32) {
+      const f32x16 c0 = loadu(x + i) - m, c1 = loadu(x + i + 16) - m;
+      a0 += c0 * c0;
+      a1 += c1 * c1;
+    }
+    float s = hsum(a0 + a1);
+    for (; i < e; ++i) s += (x[i] - mu) * (x[i] - mu);
+    total += s;
+  }
+  return total;
+}
+
+// One output pixel of pooling over n channels: y[j] = max (NaN-propagating) or sum / div of
+// x[off[t] + j] over the ntaps taps, summed in tap order (as the oracle does). The float32 case
+// keeps 16 channels in a register across the taps; other types go through a stack block.
+template <typename T, typename C>
+inline T from_compute(C v) { return static_cast<T>(v); }
+template <>
+inline half from_compute<half, float>(float v) { return from_f32<half>(v); }
+template <>
+inline bf16 from_compute<bf16, float>(float v) { return from_f32<bf16>(v); }
+
+template <typename C, typename T>
+inline void pool_max(T* y, const T* x, const int64_t* off, int ntaps, int64_t n) {
+  constexpr int64_t B = 64;
+  for (int64_t j0 = 0; j0 < n; j0 += B) {
+    const int64_t nb = n - j0 < B ? n - j0 : B;
+    C acc[B];
+    for (int64_t j = 0; j < nb; ++j) acc[j] = lowest<C>();
+    for (int t = 0; t < ntaps; ++t)
+      for (int64_t j = 0; j < nb; ++j) acc[j] = max_nan(acc[j], static_cast<C>(to_f32_or_int(x[off[t] + j0 + j])));
+    for (int64_t j = 0; j < nb; ++j) y[j0 + j] = from_compute<T>(acc[j]);
+  }
+}
+template <>
+inline void pool_max<float, float>(float* y, const float* x, const int64_t* off, int ntaps, int64_t n) {
+  int64_t j = 0;
+  for (; j + 16 <= n; j += 16) {
+    f32x16 acc = splat(-INFINITY);
+    for (int t = 0; t < ntaps; ++t) {
+      const f32x16 v = loadu(x + off[t] + j);
+      acc = (v > acc) | (v != v) ? v : acc;
+    }
+    storeu(y + j, acc);
+  }
+  for (; j < n; ++j) {
+    float acc = -INFINITY;
+    for (int t = 0; t < ntaps; ++t) acc = max_nan(acc, x[off[t] + j]);
+    y[j] = acc;
+  }
+}
+
+template <typename T>
+inline void pool_avg(T* y, const T* x, const int64_t* off, int ntaps, int64_t n, float div) {
+  constexpr int64_t B = 64;
+  for (int64_t j0 = 0; j0 < n; j0 += B) {
+    const int64_t nb = n - j0 < B ? n - j0 : B;
+    float acc[B];
+    for (int64_t j = 0; j < nb; ++j) acc[j] = 0.0f;
+    for (int t = 0; t < ntaps; ++t)
+      for (int64_t j = 0; j < nb; ++j) acc[j] += to_f32(x[off[t] + j0 + j]);
+    for (int64_t j = 0; j < nb; ++j) y[j0 + j] = from_f32<T>(acc[j] / div);
+  }
+}
+template <>
+inline void pool_avg<float>(float* y, const float* x, const int64_t* off, int ntaps, int64_t n, float div) {
+  int64_t j = 0;
+  for (; j + 16 <= n; j += 16) {
+    f32x16 acc = splat(0.0f);
+    for (int t = 0; t < ntaps; ++t) acc += loadu(x + off[t] + j);
+    storeu(y + j, acc / div);
+  }
+  for (; j < n; ++j) {
+    float acc = 0.0f;
+    for (int t = 0; t < ntaps; ++t) acc += x[off[t] + j];
+    y[j] = acc / div;
+  }
+}
+
+// Max of a row, NaN not propagated: softmax needs no NaN-exact max, since a NaN in the row turns
+// its sum, and so every output, into NaN anyway.
+template <typename T>
+inline float row_max(const T* x, int64_t n) {
+  float m = -INFINITY;
+  for (int64_t i = 0; i < n; ++i) m = m > to_f32(x[i]) ? m : to_f32(x[i]);
+  return m;
+}
+inline float row_max(const float* x, int64_t n) {
+  f32x16 a0 = splat(-INFINITY), a1 = a0;
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    const f32x16 v0 = loadu(x + i), v1 = loadu(x + i + 16);
+    a0 = a0 > v0 ? a0 : v0;
+    a1 = a1 > v1 ? a1 : v1;
+  }
+  float m = hmax(a0 > a1 ? a0 : a1);
+  for (; i < n; ++i) m = m > x[i] ? m : x[i];
+  return m;
+}
+
+// Sum of exp(x - m) over a row; e (when not null) receives each exp.
+template <typename T>
+inline double row_exp_sum(const T* x, int64_t n, float m, float* e) {
+  double s = 0.0;
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = exp_f32(to_f32(x[i]) - m);
+    if (e) e[i] = v;
+    s += v;
+  }
+  return s;
+}
+inline double row_exp_sum(const float* x, int64_t n, float m, float* e) {
+  double total = 0.0;
+  const f32x16 mv = splat(m);
+  for (int64_t b = 0; b < n; b += kBlock) {
+    const int64_t end = n - b < kBlock ? n : b + kBlock;
+    f32x16 a0 = splat(0.0f);
+    int64_t i = b;
+    for (; i + 16 <= end; i += 16) {
+      const f32x16 v = exp_v(loadu(x + i) - mv);
+      if (e) storeu(e + i, v);
+      a0 += v;
+    }
+    float s = hsum(a0);
+    for (; i < end; ++i) {
+      const float v = exp_f32(x[i] - m);
+      if (e) e[i] = v;
+      s += v;
+    }
+    total += s;
+  }
+  return total;
+}
+
+}  // namespace ait
+
+#endif  // AITGEN_CPU_REDUCE_H_

@@ -1,0 +1,55 @@
+// The oneDNN kernels as seen from a generated kernel: a static configuration (every number chosen by
+// Python and rendered into the kernel's translation unit) and two entry points implemented once in
+// backends/cpu/src/onednn_kernels.cpp. Keeping dnnl.hpp out of the kernels makes each of them
+// compile in a fraction of a second; the implementation is compiled once and cached.
+#ifndef AITGEN_ONEDNN_KERNELS_H_
+#define AITGEN_ONEDNN_KERNELS_H_
+
+#include <cstdint>
+
+namespace ait {
+namespace onednn {
+
+// The tensors' storage type, as the C API codes it (cexpr.CODE).
+enum class Storage : int { f32 = 0, f16 = 1, bf16 = 2 };
+
+// Matmul (gemm, bmm). p = {out, a, b[, bias]}. d = (sizes[rank], strides[rank]) of a [.., M, K],
+// b [.., K, N], out [.., M, N] and, with a bias, [1.., N]; then, when prepacking, the constants version.
+struct MatmulConfig {
+  Storage storage;
+  bool convert;   // compute in float32 through scratch (a storage type oneDNN cannot compute in)
+  int rank;
+  bool has_bias;
+  bool prepack;   // b is a graph constant: pack it once per constants version
+  int nkey;       // dims that make the shape; d[nkey] is the constants version when prepacking
+};
+
+// Convolution or transposed convolution (deconvolution), NHWC. p = {out, x, weight[, bias]}.
+// d = (sizes, strides) of x [N, C, H, W] (rank 4), the weight ([O, I, KH, KW] or [G, O/G, I/G, KH,
+// KW]), out [N, O, HO, WO] and, with a bias, [O]; then, when prepacking, the constants version.
+struct ConvConfig {
+  Storage storage;
+  bool convert;
+  bool transposed;
+  int wei_rank;
+  int64_t strides[2];
+  int64_t dilates[2];  // oneDNN's: dilation - 1
+  int64_t pad_l[2];
+  int64_t pad_r[2];    // may be negative (a transposed conv's output_padding)
+  bool has_bias;
+  bool prepack;
+  int nkey;
+};
+
+// Per-kernel primitive cache and prepacked weights; created on a kernel's first call, never freed
+// (a kernel lives as long as its library, and freeing at exit would race other static teardown).
+struct KernelState;
+KernelState* new_state();
+
+void matmul(const MatmulConfig& cfg, KernelState* state, void* const* p, const int64_t* d);
+void conv(const ConvConfig& cfg, KernelState* state, void* const* p, const int64_t* d);
+
+}  // namespace onednn
+}  // namespace ait
+
+#endif  // AITGEN_ONEDNN_KERNELS_H_

@@ -1,0 +1,303 @@
+// Shared helpers of the oneDNN kernels (matmul, convolution, deconvolution): one engine per library,
+// a stream and scratch buffers per thread, a primitive cache per kernel keyed by the run-time dims,
+// and a store of constant weights prepacked into the layout oneDNN prefers. Only
+// backends/cpu/src/onednn_kernels.cpp includes it (dnnl.hpp costs seconds per translation unit);
+// kernels include the light aitgen/onednn_kernels.h.
+//
+// Thread safety: several runtimes execute the same kernel at once from different threads. The
+// caches are guarded by mutexes and hand out shared_ptrs (a cleared or replaced entry stays alive
+// while a thread still executes with it); primitives run with a user scratchpad taken from the
+// calling thread's buffers, so concurrent executions of one primitive share no memory.
+#ifndef AITGEN_ONEDNN_UTIL_H_
+#define AITGEN_ONEDNN_UTIL_H_
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "aitgen/cpu_kernel.h"
+
+namespace ait {
+namespace onednn {
+
+using dt = dnnl::memory::data_type;
+using dims_t = dnnl::memory::dims;
+
+// Inline functions with static locals are merged across the translation units of one library,
+// so all kernels of a model share the engine.
+inline dnnl::engine& engine() {
+  static dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+  return eng;
+}
+
+// CPU streams are cheap but not free to create; one per calling thread.
+inline dnnl::stream& stream() {
+  thread_local dnnl::stream s(engine());
+  return s;
+}
+
+// A growable 64-byte aligned buffer. Kernels run one at a time per thread, so each thread keeps a
+// few (one per purpose) and reuses them across calls.
+class Buffer {
+ public:
+  Buffer() = default;
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+  ~Buffer() { std::free(ptr_); }
+  void* get(size_t bytes) {
+    if (bytes > cap_) {
+      std::free(ptr_);
+      cap_ = (bytes + 4095) / 4096 * 4096;
+      ptr_ = std::aligned_alloc(64, cap_);
+      if (!ptr_) {
+        cap_ = 0;
+        throw std::runtime_error("oneDNN kernel: out of memory for a " + std::to_string(bytes) + "-byte scratch");
+      }
+    }
+    return ptr_;
+  }
+
+ private:
+  void* ptr_ = nullptr;
+  size_t cap_ = 0;
+};
+
+enum Slot { kScratchpad = 0, kSrc, kWei, kWeiPacked, kBias, kDst, kNumSlots };
+
+inline void* scratch(Slot slot, size_t bytes) {
+  thread_local Buffer bufs[kNumSlots];
+  return bufs[slot].get(bytes == 0 ? 64 : bytes);
+}
+
+// A memory descriptor from a rank and two arrays of the dims vector (sizes, then strides).
+inline dnnl::memory::desc strided_md(int rank, const int64_t* sizes, const int64_t* strides, dt type) {
+  return dnnl::memory::desc(dims_t(sizes, sizes + rank), type, dims_t(strides, strides + rank));
+}
+
+inline int64_t numel(int rank, const int64_t* sizes) {
+  int64_t n = 1;
+  for (int i = 0; i < rank; ++i) n *= sizes[i];
+  return n;
+}
+
+// Storage conversions for float16 (which oneDNN cannot compute on CPUs without avx512_fp16): the
+// kernel converts operands to float32 scratch, runs the float32 primitive and converts back.
+template <typename T>
+inline void to_f32(const T* src, float* dst, int64_t n) {
+#pragma omp parallel for simd schedule(static) if (n > 65536)
+  for (int64_t i = 0; i < n; ++i) dst[i] = ait::to_f32(src[i]);
+}
+template <typename T>
+inline void from_f32(const float* src, T* dst, int64_t n) {
+#pragma omp parallel for simd schedule(static) if (n > 65536)
+  for (int64_t i = 0; i < n; ++i) dst[i] = ait::from_f32<T>(src[i]);
+}
+
+// The output of a product with an empty reduction (K = 0, or C_in = 0): the bias broadcast along the
+// last (channel) axis, else zeros. `rows` * `cols` dense elements.
+template <typename T>
+inline void fill_bias(T* out, const T* bias, int64_t rows, int64_t cols) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) out[r * cols + c] = bias ? bias[c] : ait::from_f32<T>(0.0f);
+}
+
+// A cheap identity of a weight's contents: 16 words sampled evenly plus the size (at worst 16 cache
+// misses per call). With the constants version it tells a prepacked copy from a stale one even when
+// a later model of the same library gets its weight at a freed address (the version restarts at 0
+// per model, and a rebuild with other weights into the same workdir reuses the loaded library).
+inline uint64_t fingerprint(const void* p, size_t bytes) {
+  const unsigned char* b = static_cast<const unsigned char*>(p);
+  uint64_t h = 1469598103934665603ull ^ bytes;
+  if (bytes < 4) {
+    for (size_t i = 0; i < bytes; ++i) h = (h ^ b[i]) * 1099511628211ull;
+    return h;
+  }
+  const size_t words = bytes / 4, samples = words < 16 ? words : 16;
+  for (size_t i = 0; i < samples; ++i) {
+    uint32_t w;
+    std::memcpy(&w, b + 4 * (i * (words - 1) / (samples > 1 ? samples - 1 : 1)), 4);
+    h = (h ^ w) * 1099511628211ull;
+  }
+  return h;
+}
+
+// Primitives of one kernel, keyed by the run-time dims (its shapes): creating a primitive
+// descriptor costs tens of microseconds to milliseconds, executing one a few.
+template <typename Entry>
+class PrimitiveCache {
+ public:
+  template <typename Make>
+  std::shared_ptr<Entry> get(const int64_t* key, int n, Make&& make) {
+    std::vector<int64_t> k(key, key + n);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = map_.find(k);
+      if (it != map_.end()) return it->second;
+    }
+    // Created outside the lock: a slow creation must not stall other shapes. Two threads may both
+    // create the same entry; the first stored wins.
+    std::shared_ptr<Entry> e = make();
+    std::lock_guard<std::mutex> lock(mu_);
+    if (map_.size() >= kMaxEntries) map_.clear();  // a bound for unbounded dynamic shapes
+    return map_.emplace(std::move(k), std::move(e)).first->second;
+  }
+
+ private:
+  static constexpr size_t kMaxEntries = 256;
+  std::mutex mu_;
+  std::map<std::vector<int64_t>, std::shared_ptr<Entry>> map_;
+};
+
+// Constant weights reordered once into a primitive's preferred layout, keyed by the constant's
+// address and that layout (different shapes may prefer different blockings; equal ones share a
+// copy). A copy is valid for one constants version and content fingerprint: set_constants bumps the
+// version, and the next run re-packs.
+class PackStore {
+ public:
+  // The copy of the weight at `key` (laid out as `from`) in layout `want`; `fill(packed)` writes it
+  // into fresh memory, called only to (re)pack.
+  template <typename Fill>
+  std::shared_ptr<dnnl::memory> get(const void* key, size_t key_bytes, int64_t version,
+                                    const dnnl::memory::desc& from, const dnnl::memory::desc& want, Fill&& fill) {
+    const uint64_t fp = fingerprint(key, key_bytes);
+    std::lock_guard<std::mutex> lock(mu_);  // packing under the lock: concurrent first runs pack once
+    std::vector<Packed>& copies = map_[key];
+    Packed* slot = nullptr;
+    for (Packed& p : copies) {
+      if (p.from == from && p.mem->get_desc() == want) {
+        if (p.version == version && p.fp == fp) return p.mem;
+        slot = &p;
+        break;
+      }
+    }
+    auto mem = std::make_shared<dnnl::memory>(want, engine());
+    fill(*mem);
+    if (slot) {
+      slot->mem = mem;  // a thread still running with the old copy holds its own reference
+      slot->version = version;
+      slot->fp = fp;
+    } else {
+      copies.push_back(Packed{from, version, fp, mem});
+      // A bound for models loaded and dropped many times: their weights' copies go with the rest.
+      if (++count_ > kMaxEntries) {
+        std::vector<Packed> keep = std::move(copies);
+        map_.clear();
+        map_[key] = std::move(keep);
+        count_ = map_[key].size();
+      }
+    }
+    return mem;
+  }
+
+ private:
+  struct Packed {
+    dnnl::memory::desc from;
+    int64_t version;
+    uint64_t fp;
+    std::shared_ptr<dnnl::memory> mem;
+  };
+  static constexpr size_t kMaxEntries = 1024;
+  std::mutex mu_;
+  std::unordered_map<const void*, std::vector<Packed>> map_;
+  size_t count_ = 0;
+};
+
+// Every kernel uses a user scratchpad (see run) and computes in the operands' type.
+inline dnnl::primitive_attr default_attr() {
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  return attr;
+}
+
+// A primitive with src, weights, optional bias and dst, created for one shape. The descs are in
+// the compute type (float32 for float16 storage); `wei` is the weight's plain layout and
+// `wei_packed` the one the primitive reads (equal unless the primitive was created with `any`).
+struct Entry {
+  dnnl::primitive prim;
+  dnnl::memory::desc src, wei, bias, dst, wei_packed, scratchpad;
+  bool has_bias = false;
+  dnnl::reorder wei_reorder;  // plain -> packed, for a weight packed on every call
+  dnnl::memory::desc reorder_scratchpad;
+};
+
+template <typename PD>
+inline void finish(Entry& e, const PD& pd) {
+  e.wei_packed = pd.weights_desc();
+  e.scratchpad = pd.scratchpad_desc();
+  e.prim = dnnl::primitive(pd);
+  if (e.wei_packed != e.wei) {
+    dnnl::reorder::primitive_desc rpd(engine(), e.wei, engine(), e.wei_packed, default_attr());
+    e.reorder_scratchpad = rpd.scratchpad_desc();
+    e.wei_reorder = dnnl::reorder(rpd);
+  }
+}
+
+// Elements spanned by a desc (its storage holds exactly these, in the storage type).
+inline size_t span(const dnnl::memory::desc& md) {
+  return md.get_size() / dnnl::memory::data_type_size(md.get_data_type());
+}
+
+// Operand in the compute type: the storage itself, or (kConvert) a float32 copy in `slot`.
+template <bool kConvert, typename T>
+inline void* operand(const T* p, const dnnl::memory::desc& md, Slot slot) {
+  if (!kConvert) return const_cast<T*>(p);
+  const size_t n = span(md);
+  float* f = static_cast<float*>(scratch(slot, n * sizeof(float)));
+  to_f32(p, f, static_cast<int64_t>(n));
+  return f;
+}
+
+// The weight from its plain layout into the primitive's.
+inline void pack(const Entry& e, const dnnl::memory& plain, const dnnl::memory& to) {
+  std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_FROM, plain}, {DNNL_ARG_TO, to}};
+  const size_t pad = e.reorder_scratchpad.get_size();
+  if (pad > 0) args.emplace(DNNL_ARG_SCRATCHPAD, dnnl::memory(e.reorder_scratchpad, engine(), scratch(kScratchpad, pad)));
+  e.wei_reorder.execute(stream(), args);
+  stream().wait();
+}
+
+// Execute `e` on storage pointers. With `packs` (the weight is a graph constant) the weight comes
+// from its prepacked copy for `version`; else, when the primitive wants another layout than the
+// plain one, it is reordered into scratch on every call.
+template <typename T, bool kConvert>
+inline void run(const Entry& e, T* dst, const T* src, const T* wei, const T* bias, PackStore* packs,
+                int64_t version) {
+  dnnl::engine& eng = engine();
+  std::unordered_map<int, dnnl::memory> args;
+  args.emplace(DNNL_ARG_SRC, dnnl::memory(e.src, eng, operand<kConvert>(src, e.src, kSrc)));
+  if (e.wei_packed == e.wei) {
+    args.emplace(DNNL_ARG_WEIGHTS, dnnl::memory(e.wei, eng, operand<kConvert>(wei, e.wei, kWei)));
+  } else if (packs) {
+    auto packed = packs->get(wei, span(e.wei) * sizeof(T), version, e.wei, e.wei_packed, [&](dnnl::memory& to) {
+      pack(e, dnnl::memory(e.wei, eng, operand<kConvert>(wei, e.wei, kWei)), to);
+    });
+    args.emplace(DNNL_ARG_WEIGHTS, *packed);
+  } else {
+    dnnl::memory to(e.wei_packed, eng, scratch(kWeiPacked, e.wei_packed.get_size()));
+    pack(e, dnnl::memory(e.wei, eng, operand<kConvert>(wei, e.wei, kWei)), to);
+    args.emplace(DNNL_ARG_WEIGHTS, to);
+  }
+  if (e.has_bias) args.emplace(DNNL_ARG_BIAS, dnnl::memory(e.bias, eng, operand<kConvert>(bias, e.bias, kBias)));
+  float* dst32 = nullptr;
+  if (kConvert) dst32 = static_cast<float*>(scratch(kDst, e.dst.get_size()));
+  args.emplace(DNNL_ARG_DST, dnnl::memory(e.dst, eng, kConvert ? static_cast<void*>(dst32) : static_cast<void*>(dst)));
+  const size_t pad = e.scratchpad.get_size();
+  if (pad > 0) args.emplace(DNNL_ARG_SCRATCHPAD, dnnl::memory(e.scratchpad, eng, scratch(kScratchpad, pad)));
+  e.prim.execute(stream(), args);
+  stream().wait();
+  if (kConvert) from_f32(dst32, dst, static_cast<int64_t>(span(e.dst)));
+}
+
+}  // namespace onednn
+}  // namespace ait
+
+#endif  // AITGEN_ONEDNN_UTIL_H_

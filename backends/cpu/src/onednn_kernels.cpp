@@ -1,0 +1,134 @@
+// The oneDNN kernels behind aitgen/onednn_kernels.h: matmul (gemm, bmm), convolution and transposed
+// convolution. Compiled once into every CPU model (a static source); each generated kernel passes its
+// configuration, its own state, and the run's pointers and dims.
+#include "aitgen/onednn_kernels.h"
+
+#include "aitgen/onednn_util.h"
+
+namespace ait {
+namespace onednn {
+
+struct KernelState {
+  PrimitiveCache<Entry> primitives;
+  PackStore packs;
+};
+
+KernelState* new_state() { return new KernelState(); }
+
+namespace {
+
+dt compute_type(Storage s, bool convert) {
+  if (convert || s == Storage::f32) return dt::f32;
+  if (s == Storage::bf16) return dt::bf16;
+  return dt::f16;
+}
+
+std::shared_ptr<Entry> make_matmul(const MatmulConfig& cfg, const int64_t* d) {
+  const int r = cfg.rank;
+  const dt t = compute_type(cfg.storage, cfg.convert);
+  auto e = std::make_shared<Entry>();
+  e->src = strided_md(r, d, d + r, t);
+  e->wei = strided_md(r, d + 2 * r, d + 3 * r, t);
+  e->dst = strided_md(r, d + 4 * r, d + 5 * r, t);
+  // A constant weight goes into the layout the primitive picks; one computed at run time is read
+  // where it lies (the brgemm matmul copies its panels as it goes).
+  const dnnl::memory::desc wei =
+      cfg.prepack ? dnnl::memory::desc(e->wei.get_dims(), t, dnnl::memory::format_tag::any) : e->wei;
+  if (cfg.has_bias) {
+    e->has_bias = true;
+    e->bias = strided_md(r, d + 6 * r, d + 7 * r, t);
+    finish(*e, dnnl::matmul::primitive_desc(engine(), e->src, wei, e->bias, e->dst, default_attr()));
+  } else {
+    finish(*e, dnnl::matmul::primitive_desc(engine(), e->src, wei, e->dst, default_attr()));
+  }
+  return e;
+}
+
+std::shared_ptr<Entry> make_conv(const ConvConfig& cfg, const int64_t* d) {
+  const int wr = cfg.wei_rank;
+  const dt t = compute_type(cfg.storage, cfg.convert);
+  const int64_t* w = d + 8;
+  const int64_t* o = w + 2 * wr;
+  auto e = std::make_shared<Entry>();
+  e->src = strided_md(4, d, d + 4, t);
+  e->wei = strided_md(wr, w, w + wr, t);
+  e->dst = strided_md(4, o, o + 4, t);
+  // Always `any`: with plain OHWI weights oneDNN falls back to its reference convolution. A
+  // constant weight is packed once, one computed at run time is reordered on every call.
+  const dnnl::memory::desc wei(e->wei.get_dims(), t, dnnl::memory::format_tag::any);
+  const dims_t strides(cfg.strides, cfg.strides + 2), dilates(cfg.dilates, cfg.dilates + 2);
+  const dims_t pad_l(cfg.pad_l, cfg.pad_l + 2), pad_r(cfg.pad_r, cfg.pad_r + 2);
+  const auto prop = dnnl::prop_kind::forward_inference;
+  if (cfg.has_bias) {
+    e->has_bias = true;
+    e->bias = strided_md(1, o + 8, o + 9, t);
+  }
+  if (cfg.transposed) {
+    using P = dnnl::deconvolution_forward::primitive_desc;
+    const auto alg = dnnl::algorithm::deconvolution_direct;
+    finish(*e, cfg.has_bias ? P(engine(), prop, alg, e->src, wei, e->bias, e->dst, strides, dilates, pad_l, pad_r,
+                                default_attr())
+                            : P(engine(), prop, alg, e->src, wei, e->dst, strides, dilates, pad_l, pad_r,
+                                default_attr()));
+  } else {
+    using P = dnnl::convolution_forward::primitive_desc;
+    const auto alg = dnnl::algorithm::convolution_direct;
+    finish(*e, cfg.has_bias ? P(engine(), prop, alg, e->src, wei, e->bias, e->dst, strides, dilates, pad_l, pad_r,
+                                default_attr())
+                            : P(engine(), prop, alg, e->src, wei, e->dst, strides, dilates, pad_l, pad_r,
+                                default_attr()));
+  }
+  return e;
+}
+
+// out = src * wei (+ bias) for one storage type; `empty` when the reduction is empty (K or C = 0),
+// where the result is the bias (or zeros) and oneDNN is not called.
+template <typename T, bool kConvert, typename Make>
+void dispatch(KernelState* st, bool prepack, int nkey, void* const* p, const int64_t* d, const int64_t* out_sizes,
+              int out_rank, int channel_axis, bool has_bias, bool empty, Make&& make) {
+  T* out = static_cast<T*>(p[0]);
+  const T* bias = has_bias ? static_cast<const T*>(p[3]) : nullptr;
+  const int64_t out_elems = numel(out_rank, out_sizes);
+  if (out_elems == 0) return;
+  if (empty) {
+    const int64_t c = out_sizes[channel_axis];
+    fill_bias(out, bias, out_elems / c, c);
+    return;
+  }
+  std::shared_ptr<Entry> e = st->primitives.get(d, nkey, make);
+  run<T, kConvert>(*e, out, static_cast<const T*>(p[1]), static_cast<const T*>(p[2]), bias,
+                   prepack ? &st->packs : nullptr, prepack ? d[nkey] : 0);
+}
+
+template <typename... Args>
+void by_storage(Storage s, bool convert, Args&&... args) {
+  switch (s) {
+    case Storage::f32:
+      return dispatch<float, false>(std::forward<Args>(args)...);
+    case Storage::bf16:
+      return convert ? dispatch<ait::bf16, true>(std::forward<Args>(args)...)
+                     : dispatch<ait::bf16, false>(std::forward<Args>(args)...);
+    case Storage::f16:
+      return convert ? dispatch<ait::half, true>(std::forward<Args>(args)...)
+                     : dispatch<ait::half, false>(std::forward<Args>(args)...);
+  }
+  throw std::runtime_error("oneDNN kernel: unsupported storage type");
+}
+
+}  // namespace
+
+void matmul(const MatmulConfig& cfg, KernelState* st, void* const* p, const int64_t* d) {
+  const int r = cfg.rank;
+  // Channels of the bias (N) are the output's last axis; K is a's last size.
+  by_storage(cfg.storage, cfg.convert, st, cfg.prepack, cfg.nkey, p, d, d + 4 * r, r, r - 1, cfg.has_bias,
+             d[r - 1] == 0, [&] { return make_matmul(cfg, d); });
+}
+
+void conv(const ConvConfig& cfg, KernelState* st, void* const* p, const int64_t* d) {
+  // out [N, O, HO, WO] sits after x's 8 dims and the weight's; channels are its axis 1; C is x's.
+  by_storage(cfg.storage, cfg.convert, st, cfg.prepack, cfg.nkey, p, d, d + 8 + 2 * cfg.wei_rank, 4, 1,
+             cfg.has_bias, d[1] == 0, [&] { return make_conv(cfg, d); });
+}
+
+}  // namespace onednn
+}  // namespace ait

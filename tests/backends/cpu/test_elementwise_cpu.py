@@ -1,0 +1,99 @@
+"""CPU element-wise kernels against the oracle: every op, broadcasting, dynamic dims, every dtype.
+
+Many ops go into one model (one build) per test: a build costs a g++ run per unique kernel.
+"""
+import numpy as np
+import pytest
+
+import aitgen as ag
+from aitgen import ops
+from aitgen.errors import RuntimeInputError
+
+UNARY = ["relu", "silu", "sigmoid", "tanh", "hardswish", "exp", "abs", "neg", "erf", "relu6"]
+POSITIVE = ["log", "sqrt", "rsqrt", "reciprocal"]
+BINARY = ["add", "sub", "mul", "div", "maximum", "minimum", "pow"]
+COMPARE = ["equal", "not_equal", "less", "less_equal", "greater", "greater_equal"]
+
+
+def _build(x, y, pos):
+    outs = {f"u_{n}": getattr(ops, n)(x) for n in UNARY}
+    outs.update({f"p_{n}": getattr(ops, n)(pos) for n in POSITIVE})
+    outs["gelu"] = ops.gelu(x)
+    outs["gelu_tanh"] = ops.gelu(x, approximate="tanh")
+    outs["clamp"] = ops.clamp(x, -0.5, 0.25)
+    outs.update({f"b_{n}": getattr(ops, n)(pos if n == "pow" else x, y) for n in BINARY})
+    outs.update({f"c_{n}": getattr(ops, n)(x, y) for n in COMPARE})
+    outs["where"] = ops.where(ops.greater(x, y), x, 2.0)
+    outs["scalar_left"] = 3.0 - x
+    return outs
+
+
+@pytest.mark.parametrize("dtype,tol", [("float32", dict(rtol=1e-5, atol=1e-6)),
+                                       ("float16", dict(rtol=2e-3, atol=2e-3)),
+                                       ("bfloat16", dict(rtol=1.6e-2, atol=1.6e-2))])
+def test_all_ops_broadcast_and_dynamic(tmp_path, dtype, tol):
+    n = ag.IntVar("n", 1, 32)
+    x = ag.Tensor([n, 3, 17], dtype, name="x")
+    y = ag.Tensor([3, 1], dtype, name="y")         # broadcast on the inner dim and the batch
+    pos = ag.Tensor([n, 3, 17], dtype, name="pos")
+    outs = _build(x, y, pos)
+    model = ag.compile_model(outs, target="cpu", workdir=tmp_path / "m")
+    rng = np.random.default_rng(0)
+    np_dt = ag.DType[dtype].np
+    for size in (5, 32):  # one build, two run-time sizes
+        feeds = {"x": rng.standard_normal((size, 3, 17)).astype(np_dt),
+                 "y": rng.standard_normal((3, 1)).astype(np_dt),
+                 "pos": rng.uniform(0.5, 2.0, (size, 3, 17)).astype(np_dt)}
+        got, want = model.run(feeds), ag.reference.run(outs, feeds)
+        for k in outs:
+            assert got[k].shape == want[k].shape and got[k].dtype == want[k].dtype, k
+            if want[k].dtype == np.bool_:
+                # comparisons of identical stored values are exact
+                np.testing.assert_array_equal(got[k], want[k], err_msg=k)
+            else:
+                np.testing.assert_allclose(got[k].astype(np.float32), want[k].astype(np.float32), err_msg=k, **tol)
+
+
+def test_integer_bool_and_cast(tmp_path):
+    a = ag.Tensor([4, 6], "int32", name="a")
+    b = ag.Tensor([6], "int32", name="b")
+    f = ag.Tensor([4, 6], "float32", name="f")
+    outs = {
+        "add": a + b, "sub": a - b, "mul": a * b, "div": ops.div(a, b), "max": ops.maximum(a, b),
+        "neg": -a, "abs": ops.abs(a), "relu": ops.relu(a),
+        "to_i64": ops.cast(f, "int64"), "to_f16": ops.cast(f, "float16"), "to_bf16": ops.cast(f, "bfloat16"),
+        "to_bool": ops.cast(a, "bool"), "from_bool": ops.cast(ops.greater(a, b), "float32"),
+        "and": ops.logical_and(ops.greater(a, 0), ops.less(b, 3)), "not": ops.logical_not(ops.equal(a, b)),
+        "i8": ops.cast(ops.cast(a, "int8") * 2, "int32"),
+    }
+    model = ag.compile_model(outs, target="cpu", workdir=tmp_path / "m")
+    rng = np.random.default_rng(1)
+    feeds = {"a": rng.integers(-20, 20, (4, 6)).astype(np.int32), "b": rng.integers(-3, 4, 6).astype(np.int32),
+             "f": (rng.standard_normal((4, 6)) * 10).astype(np.float32)}
+    got, want = model.run(feeds), ag.reference.run(outs, feeds)
+    for k in outs:  # integer, bool and cast results are exact (f16/bf16: same rounding of the same value)
+        np.testing.assert_array_equal(got[k], want[k], err_msg=k)
+
+
+def test_in_place_chain_and_scalars(tmp_path):
+    # a long chain whose intermediates the memory plan runs in place
+    x = ag.Tensor([2, 1000], name="x")
+    t = x
+    for i in range(6):
+        t = ops.tanh(t * 0.9 + float(i) / 10)
+    model = ag.compile_model({"y": t}, target="cpu", workdir=tmp_path / "m")
+    xv = np.random.default_rng(2).standard_normal((2, 1000)).astype(np.float32)
+    np.testing.assert_allclose(model.run({"x": xv})["y"], ag.reference.run({"y": t}, {"x": xv})["y"],
+                               rtol=1e-5, atol=1e-6)
+
+
+def test_bad_input_leaves_model_usable(tmp_path):
+    n = ag.IntVar("n", 1, 8)
+    x = ag.Tensor([n, 4], name="x")
+    model = ag.compile_model({"y": ops.relu(x)}, target="cpu", workdir=tmp_path / "m")
+    good = np.arange(8, dtype=np.float32).reshape(2, 4) - 4
+    with pytest.raises(RuntimeInputError, match="'x'.*outside its bounds"):
+        model.run({"x": np.zeros((9, 4), np.float32)})
+    with pytest.raises(RuntimeInputError, match="dtype float64"):
+        model.run({"x": good.astype(np.float64)})
+    np.testing.assert_array_equal(model.run({"x": good})["y"], np.maximum(good, 0))
