@@ -71,7 +71,9 @@ def bind_dims(inputs: list[Tensor], feeds: Feeds) -> tuple[dict[int, np.ndarray]
 def eval_op(op: Op, args: list[np.ndarray], env: Mapping[IntVar, int]) -> list[np.ndarray]:
     """One op on concrete arrays: compute in float32 for float storage types, round per op."""
     d = get_opdef(op.kind)
-    cargs = [a.astype(np.float32) if a.dtype in _LOW_FLOATS else a for a in args]
+    # Contiguous operands: numpy's BLAS and reductions round differently by memory layout, and the
+    # oracle must give the same bits before and after a pass that removes a copy or a no-op.
+    cargs = [np.ascontiguousarray(a.astype(np.float32) if a.dtype in _LOW_FLOATS else a) for a in args]
     ctx = RefContext(tuple(evaluate_shape(o.shape, env) for o in op.outputs), env)
     try:
         outs = d.reference(cargs, op.attrs, ctx)

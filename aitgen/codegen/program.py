@@ -3,6 +3,7 @@ constant or arena offset), the input-shape checks that bind the IntVars, the ker
 output shapes. backends/<b>/templates/model.cpp.j2 renders it."""
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from ..errors import ShapeError
@@ -55,7 +56,10 @@ def build_program(graph: Graph, calls: list[KernelCall], constants: dict[int, di
     out_names = list(graph.outputs)
     out_idx: dict[int, int] = {}
     for j, t in enumerate(graph.outputs.values()):
-        out_idx.setdefault(id(t), j)
+        # Only computed tensors live in an output buffer: an output that is a graph input or a
+        # constant is a copy of it (lower_graph adds it), and readers keep reading the source.
+        if t.producer is not None:
+            out_idx.setdefault(id(t), j)
     const_idx = {tid: c["index"] for tid, c in constants.items()}
 
     def ptr(t) -> str:
@@ -74,8 +78,11 @@ def build_program(graph: Graph, calls: list[KernelCall], constants: dict[int, di
             return f"ctx->outputs[{out_idx[id(ext)]}]"
         raise ValueError(f"tensor '{t.name}' has no storage in the memory plan")
 
+    renamed = graph.annotations.get("renamed", {})  # name_graph's C-safe name -> the user's name
+
     def info(t: Tensor, name: str) -> dict[str, Any]:
-        return {"name": name, "dtype": CODE[t.dtype], "rank": len(t.shape),
+        name = renamed.get(name, name) if t.is_input else name
+        return {"name": json.dumps(name)[1:-1],  # escaped for a C string literal "dtype": CODE[t.dtype], "rank": len(t.shape),
                 "max_shape": [d.upper for d in t.shape]}
 
     seen_funcs: list[str] = []

@@ -1,1 +1,64 @@
-"""Transform passes. PIPELINE is filled in by the passes work."""
+"""Transform passes. PIPELINE is the order they run in; each lives in a file named after it.
+
+Every pass is `def name(graph: Graph, opts: CompileOptions) -> Graph`, and the oracle gives the
+same outputs before and after each one (tests/passes checks it on the model zoo and on random
+graphs).
+"""
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+from ..ir.graph import Graph, Outputs
+from ..options import CompileOptions
+from .constant_folding import constant_folding
+from .dedup import dedup
+from .fold_batchnorm import fold_batchnorm
+from .name_graph import name_graph
+from .remove_no_ops import remove_no_ops
+from .remove_unused import remove_unused
+from .runner import PassFn, PassRecord, run_pipeline as _run
+from .toposort import toposort
+
+PIPELINE: list[PassFn] = [
+    # First: every later pass walks graph.ops in order, and a cycle must be reported, not looped on.
+    toposort,
+    # Before folding: a dead branch is not worth evaluating, deduplicating or naming.
+    remove_unused,
+    # Before fold_batchnorm: weights computed from constants (an importer's OIHW -> OHWI permute,
+    # var + eps written out) must already be constants for the fold to fire.
+    constant_folding,
+    # Before dedup: merging two identical convs that feed different batchnorms would give the conv
+    # a second reader, and the single-reader rule would then block both folds.
+    fold_batchnorm,
+    # After constant_folding: folding turns constant expressions into the ones and zeros that
+    # x*1 and x+0 are recognised by.
+    remove_no_ops,
+    # After constant_folding and remove_no_ops: both turn different expressions into the same
+    # operands (two folded copies of one constant, x*1 next to x), which only then merge.
+    dedup,
+    # Last: the passes above create unnamed tensors. A pass appended after this one must name
+    # what it creates (or run name_graph again; it is idempotent).
+    name_graph,
+]
+
+
+def run_pipeline(graph: Graph, opts: CompileOptions, pipeline: Optional[Sequence[PassFn]] = None) -> Graph:
+    """Run `pipeline` (default PIPELINE) over `graph`, in place where the passes allow; see runner."""
+    return _run(graph, opts, PIPELINE if pipeline is None else pipeline)
+
+
+def optimize(outputs_or_graph: "Outputs | Graph", opts: Optional[CompileOptions] = None) -> Graph:
+    """Copy the user's outputs (or a Graph) and run PIPELINE over the copy.
+
+    The copy is what lets the caller keep evaluating the original with the oracle afterwards.
+    """
+    opts = opts if opts is not None else CompileOptions()
+    if isinstance(outputs_or_graph, Graph):
+        graph = outputs_or_graph.copy()
+    else:
+        graph = Graph.from_outputs(outputs_or_graph)
+    return run_pipeline(graph, opts)
+
+
+__all__ = ["PIPELINE", "PassFn", "PassRecord", "run_pipeline", "optimize", "toposort", "remove_unused",
+           "constant_folding", "fold_batchnorm", "remove_no_ops", "dedup", "name_graph"]

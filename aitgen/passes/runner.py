@@ -1,0 +1,92 @@
+"""Runs an ordered list of passes: timing, op counts, verification, dumps, and errors that name the pass.
+
+Every pass has one signature, `def name(graph: Graph, opts: CompileOptions) -> Graph`. A pass may
+rewrite the graph in place and return it, or return a new one; the runner only follows the result.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+from typing import Callable, Optional, Sequence
+
+from ..errors import PassError
+from ..ir.graph import Graph
+from ..ir.verify import verify
+from ..options import CompileOptions
+
+PassFn = Callable[[Graph, CompileOptions], Graph]
+
+
+@dataclasses.dataclass(frozen=True)
+class PassRecord:
+    """One pass as it ran: report.json's `passes` entries are made from these."""
+    name: str
+    seconds: float
+    ops_after: int
+
+
+def pass_name(fn: PassFn) -> str:
+    return getattr(fn, "__name__", type(fn).__name__)
+
+
+def run_pipeline(graph: Graph, opts: CompileOptions, pipeline: Optional[Sequence[PassFn]] = None) -> Graph:
+    """Run `pipeline` (default: passes.PIPELINE) over `graph`; returns the final graph.
+
+    The records of this run are in `graph.annotations["pass_records"]` of the returned graph.
+    Raises PassError naming the failing pass and every pass that ran before it, with the
+    original exception chained, when a pass raises, returns something other than a Graph, or
+    (with opts.verify) leaves a graph that aitgen.ir.verify rejects.
+    """
+    if pipeline is None:
+        from . import PIPELINE
+        pipeline = PIPELINE
+    passes = list(pipeline)
+    dump_dir = opts.dump_passes
+    if dump_dir:
+        os.makedirs(dump_dir, exist_ok=True)
+        _dump(dump_dir, "00-input.txt", graph)
+    if opts.verify:
+        try:
+            verify(graph)
+        except Exception as e:
+            # Blaming the first pass for a graph that arrived broken would send the reader astray.
+            raise PassError(f"the input graph fails verification before any pass ran: {e}") from e
+
+    records: list[PassRecord] = []
+    for index, fn in enumerate(passes, start=1):
+        name = pass_name(fn)
+        done = [r.name for r in records]
+        start = time.perf_counter()
+        try:
+            result = fn(graph, opts)
+        except Exception as e:
+            raise PassError(_message(name, index, done, f"raised {type(e).__name__}: {e}")) from e
+        seconds = time.perf_counter() - start
+        if not isinstance(result, Graph):
+            raise PassError(_message(name, index, done, f"returned {type(result).__name__}, not a Graph"))
+        graph = result
+        if opts.verify:
+            try:
+                verify(graph)
+            except Exception as e:
+                if dump_dir:  # the broken graph is what the reader needs to see
+                    _dump(dump_dir, f"{index:02d}-{name}.FAILED.txt", graph)
+                raise PassError(_message(name, index, done, f"left a graph that fails verification: {e}")) from e
+        records.append(PassRecord(name, seconds, len(graph.ops)))
+        # Set after every pass, not once at the end: a pass may return a fresh Graph.
+        graph.annotations["pass_records"] = list(records)
+        if dump_dir:
+            _dump(dump_dir, f"{index:02d}-{name}.txt", graph)
+    graph.annotations["pass_records"] = list(records)
+    return graph
+
+
+def _message(name: str, index: int, done: list[str], what: str) -> str:
+    before = ", ".join(done) if done else "none"
+    return f"pass '{name}' (#{index}) {what}; passes run before it: [{before}]"
+
+
+def _dump(folder: str, filename: str, graph: Graph) -> None:
+    with open(os.path.join(folder, filename), "w", encoding="utf-8") as f:
+        f.write(str(graph))
