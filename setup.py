@@ -22,8 +22,9 @@ setup(
     ],
     extras_require={
         "dev": ["pytest>=7", "hypothesis>=6.80", "pytest-xdist>=3"],
-        "torch": ["torch==2.13.0"]  # our machines hold this CPU build on disk; a looser range pulls a multi-GB CUDA build,
+        "torch": ["torch==2.13.0"],  # our machines hold this CPU build on disk; a looser range pulls a multi-GB CUDA build
         "onnx": ["onnx>=1.15"],
+        "bench": ["onnxruntime>=1.17", "onnx>=1.15"],  # benchmarks/cpu_vs_peers.py (with the torch extra)
         "cuda": ["nvidia-cutlass==4.2.0.0"],  # headers only; pin also in 3rdparty/cutlass.txt
     },
     entry_points={"console_scripts": ["aitgen=aitgen.cli:main"]},

@@ -1,21 +1,56 @@
-"""`aitgen` command line. Sub-commands arrive with the issues that build them; today: inspect."""
+"""`aitgen` command line: compile | run | bench | inspect.
+
+    aitgen compile model.py:build --target cpu --workdir build/m     # or zoo:NAME
+    aitgen run build/m --input x=x.npy --out results/                 # prints names/shapes, writes .npy
+    aitgen bench build/m --iters 50                                   # random inputs at max shapes
+    aitgen inspect model.py:build --summary
+"""
 from __future__ import annotations
 
 import argparse
+import ast
 import importlib.util
+import json
 import os
+import re
 import sys
+from pathlib import Path
 from typing import Optional, Sequence
 
 from .errors import AitgenError
 
 
-def load_outputs(spec: str):
-    """`path/to/module.py:function` (or `zoo:NAME`) -> the outputs the function returns."""
+def parse_config(items: Sequence[str]) -> dict:
+    """KEY=VALUE pairs for a zoo model: Python literals (2, 0.5, (1, 1, 1, 1), 'float16'), a bare
+    word as a string, or LO..HI for a dynamic dim (an IntVar named KEY with those bounds)."""
+    config = {}
+    for item in items or ():
+        key, sep, text = item.partition("=")
+        if not sep or not key.isidentifier():
+            raise SystemExit(f"aitgen: --config wants KEY=VALUE, got {item!r}")
+        bounds = re.fullmatch(r"(\d+)\.\.(\d+)", text.strip())
+        if bounds:
+            from .ir.dims import IntVar
+            config[key] = IntVar(key, int(bounds.group(1)), int(bounds.group(2)))
+            continue
+        try:
+            config[key] = ast.literal_eval(text)
+        except (ValueError, SyntaxError):
+            config[key] = text
+    return config
+
+
+def load_outputs(spec: str, config: Optional[dict] = None):
+    """`path/to/module.py:function` (or `zoo:NAME`, built with `config`) -> the outputs it returns."""
     if spec.startswith("zoo:"):
         from . import models
-        _, outputs = models.get(spec[4:])
+        try:
+            _, outputs = models.get(spec[4:], **(config or {}))
+        except (ValueError, TypeError) as e:
+            raise SystemExit(f"aitgen: {spec}: {e}")
         return outputs
+    if config:
+        raise SystemExit("aitgen: --config applies to zoo:NAME models only")
     path, sep, func = spec.rpartition(":")
     if not sep or not path or not func:
         raise SystemExit(f"aitgen: expected module.py:function or zoo:NAME, got {spec!r}")
@@ -44,7 +79,7 @@ def cmd_inspect(args) -> int:
     from .options import CompileOptions
     from .passes import run_pipeline
 
-    outputs = load_outputs(args.target)
+    outputs = load_outputs(args.target, parse_config(args.config))
     graph = Graph.from_outputs(outputs)
     before = graph.op_counts()
     opts = CompileOptions(verify=args.verify, dump_passes=args.dump_passes)
@@ -62,6 +97,104 @@ def cmd_inspect(args) -> int:
     return 0
 
 
+def cmd_compile(args) -> int:
+    from .compiler import compile_model
+
+    outputs = load_outputs(args.model, parse_config(args.config))
+    model = compile_model(outputs, target=args.target, workdir=args.workdir, fusion=not args.no_fusion,
+                          progress=sys.stderr.isatty())
+    model.close()
+    report = json.loads((Path(args.workdir) / "report.json").read_text())
+    print(f"built {args.workdir}: {report['num_ops']} ops -> {report['num_kernels']} kernel calls "
+          f"({report['unique_kernels']} unique); cache {report['cache_hits']} hits, {report['cache_misses']} misses; "
+          f"{report['build_seconds']:.2f} s")
+    print(f"activations {report['activation_bytes']} bytes (lower bound {report['activation_lower_bound_bytes']}, "
+          f"naive {report['activation_naive_bytes']}); constants {report['constant_bytes']} bytes")
+    for name, spec in model.input_specs.items():
+        print(f"input  {name}: {spec.dtype.value} max shape {list(spec.max_shape)}")
+    for name, spec in model.output_specs.items():
+        print(f"output {name}: {spec.dtype.value} max shape {list(spec.max_shape)}")
+    return 0
+
+
+def _parse_inputs(items: Sequence[str]) -> dict:
+    import numpy as np
+
+    feeds = {}
+    for item in items:
+        name, sep, path = item.partition("=")
+        if not sep or not name or not path:
+            raise SystemExit(f"aitgen: --input wants NAME=FILE.npy, got {item!r}")
+        if not os.path.exists(path):
+            raise SystemExit(f"aitgen: no such file: {path}")
+        try:
+            feeds[name] = np.load(path, allow_pickle=False)
+        except (OSError, ValueError) as e:
+            raise SystemExit(f"aitgen: cannot read {path} as .npy: {e}")
+    return feeds
+
+
+def cmd_run(args) -> int:
+    import numpy as np
+
+    from .runtime.model import Model
+
+    feeds = _parse_inputs(args.input)
+    with Model.load(args.workdir) as model:
+        outputs = model.run(feeds)
+    if args.out:
+        os.makedirs(args.out, exist_ok=True)
+    for name, arr in outputs.items():
+        line = f"{name}: {arr.dtype} {list(arr.shape)}"
+        if args.out:
+            path = os.path.join(args.out, f"{name}.npy")
+            np.save(path, arr)
+            line += f" -> {path}"
+        print(line)
+    return 0
+
+
+def random_inputs(specs, seed: int = 0) -> dict:
+    """Inputs at their max shapes: integers in [0, 100) (valid token ids for every zoo model),
+    booleans at random, floats from N(0, 1). As in examples/run_model.py, an `attention_mask` is
+    ones and `token_type_ids` zeros: BERT has two token types, so random ids would be refused."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    feeds = {}
+    for name, spec in specs.items():
+        dt = np.dtype(spec.dtype.np)
+        if name in ("attention_mask", "token_type_ids"):
+            feeds[name] = np.full(spec.max_shape, 1 if name == "attention_mask" else 0, dt)
+        elif dt.kind in "iu":
+            feeds[name] = rng.integers(0, 100, spec.max_shape).astype(dt)
+        elif dt.kind == "b":
+            feeds[name] = rng.integers(0, 2, spec.max_shape).astype(dt)
+        else:
+            feeds[name] = rng.standard_normal(spec.max_shape).astype(dt)
+    return feeds
+
+
+def cmd_bench(args) -> int:
+    from .runtime.model import Model
+
+    if args.iters < 1:
+        raise SystemExit("aitgen: --iters must be at least 1")
+    given = _parse_inputs(args.input)
+    with Model.load(args.workdir) as model:
+        feeds = {**random_inputs(model.input_specs), **given}
+        stats = model.benchmark(feeds, iters=args.iters, warmup=args.warmup)
+    shapes = ", ".join(f"{k} {list(v.shape)}" for k, v in feeds.items())
+    print(f"inputs: {shapes}")
+    print(f"median {stats['median_ms']:.3f} ms, mean {stats['mean_ms']:.3f} ms, min {stats['min_ms']:.3f} ms "
+          f"over {stats['iters']} runs")
+    return 0
+
+
+_CONFIG_HELP = ("a zoo model's configuration, repeatable: layers=2, hidden=64, seq=1..128 (a dynamic dim); "
+                "see aitgen.models")
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="aitgen", description="aitgen: a deep-learning inference compiler")
     sub = p.add_subparsers(dest="command", required=True)
@@ -70,7 +203,30 @@ def build_parser() -> argparse.ArgumentParser:
     ins.add_argument("--summary", action="store_true", help="op counts only, no graph text")
     ins.add_argument("--verify", action="store_true", help="verify the IR after every pass")
     ins.add_argument("--dump-passes", metavar="DIR", help="write NN-<pass>.txt after every pass")
+    ins.add_argument("--config", action="append", metavar="KEY=VALUE", help=_CONFIG_HELP)
     ins.set_defaults(func=cmd_inspect)
+
+    comp = sub.add_parser("compile", help="compile a model into a workdir (shared library + weights + report)")
+    comp.add_argument("model", help="module.py:function (returning the outputs dict) or zoo:NAME")
+    comp.add_argument("--target", default="auto", help="cpu, cuda, rocm or auto (default: auto)")
+    comp.add_argument("--workdir", required=True, help="directory to build into")
+    comp.add_argument("--no-fusion", action="store_true", help="skip the fusion passes")
+    comp.add_argument("--config", action="append", metavar="KEY=VALUE", help=_CONFIG_HELP)
+    comp.set_defaults(func=cmd_compile)
+
+    run = sub.add_parser("run", help="run a built model on .npy inputs")
+    run.add_argument("workdir", help="a directory compile built")
+    run.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy", help="one per input")
+    run.add_argument("--out", metavar="DIR", help="write each output to DIR/<name>.npy")
+    run.set_defaults(func=cmd_run)
+
+    bench = sub.add_parser("bench", help="time a built model on random inputs at their max shapes")
+    bench.add_argument("workdir", help="a directory compile built")
+    bench.add_argument("--iters", type=int, default=50, help="timed runs (default 50)")
+    bench.add_argument("--warmup", type=int, default=5, help="untimed runs first (default 5)")
+    bench.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy",
+                       help="use this input instead of a random one")
+    bench.set_defaults(func=cmd_bench)
     return p
 
 

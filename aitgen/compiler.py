@@ -6,7 +6,7 @@ import json
 import struct
 import time
 from pathlib import Path
-from typing import Optional, Union
+from typing import Optional, Sequence, Union
 
 import numpy as np
 from safetensors.numpy import save_file
@@ -55,8 +55,11 @@ def _code(t) -> int:
 def compile_model(outputs: Union[Outputs, Graph], target: str = "auto", workdir: Union[str, Path] = "build/model",
                   *, fusion: bool = True, precision: Optional[str] = None, arch: Optional[str] = None,
                   num_runtimes: int = 1, verify: bool = False, dump_passes: Optional[str] = None,
-                  name: str = "model", progress: bool = False):
-    """Compile `outputs` (a Tensor, list, dict name -> Tensor, or Graph) into `workdir` and load it."""
+                  name: str = "model", progress: bool = False, extra_flags: Sequence[str] = ()):
+    """Compile `outputs` (a Tensor, list, dict name -> Tensor, or Graph) into `workdir` and load it.
+
+    `extra_flags` are appended to every compile and to the link (e.g. sanitizer flags); they are part
+    of the object-cache key and the library's name."""
     from .runtime.model import Model
 
     t0 = time.perf_counter()
@@ -85,10 +88,12 @@ def compile_model(outputs: Union[Outputs, Graph], target: str = "auto", workdir:
         sources.append(build_mod.Source(Path(rel).name, (backends_dir() / rel).read_text()))
     # The library is named by its content: a process that loaded an earlier build of this workdir
     # would otherwise get the stale image back from dlopen, which caches by path.
-    digest = hashlib.sha256("\0".join([s.name + s.text for s in sources] + backend.compile_flags()).encode())
+    cflags = backend.compile_flags() + [str(f) for f in extra_flags]
+    lflags = backend.link_flags() + [str(f) for f in extra_flags]
+    digest = hashlib.sha256("\0".join([s.name + s.text for s in sources] + cflags).encode())
     library = f"model_{digest.hexdigest()[:16]}.so"
-    result = build_mod.build(sources, work / library, compiler=backend.compiler, flags=backend.compile_flags(),
-                             link_flags=backend.link_flags(), workdir=work / "obj", progress=progress)
+    result = build_mod.build(sources, work / library, compiler=backend.compiler, flags=cflags,
+                             link_flags=lflags, workdir=work / "obj", progress=progress)
     for old in work.glob("model_*.so"):
         if old.name != library:
             old.unlink()

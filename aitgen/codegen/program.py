@@ -82,7 +82,8 @@ def build_program(graph: Graph, calls: list[KernelCall], constants: dict[int, di
 
     def info(t: Tensor, name: str) -> dict[str, Any]:
         name = renamed.get(name, name) if t.is_input else name
-        return {"name": json.dumps(name)[1:-1],  # escaped for a C string literal "dtype": CODE[t.dtype], "rank": len(t.shape),
+        # json.dumps escapes quotes and backslashes the way a C string literal needs
+        return {"name": json.dumps(name)[1:-1], "dtype": CODE[t.dtype], "rank": len(t.shape),
                 "max_shape": [d.upper for d in t.shape]}
 
     seen_funcs: list[str] = []

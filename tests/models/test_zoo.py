@@ -1,15 +1,11 @@
 """Model zoo: registry, structure at the default (full-size) configs, and numerics of small configs
-against hand-written torch twins (tests/models/torch_refs.py) loaded with the same weights.
+against hand-written torch twins (aitgen/models/torch_refs.py) loaded with the same weights.
 
 Full-size models are only built here (shape inference and seeded weights, about a second each);
 evaluating them with the numpy oracle is marked slow.
 """
 from __future__ import annotations
 
-import functools
-import importlib.util
-import inspect
-import pathlib
 import re
 
 import numpy as np
@@ -62,24 +58,12 @@ def _feeds(name: str, inputs: dict, batch: int, seq: int = 8, vocab: int = 100, 
     return feeds
 
 
-@functools.lru_cache(maxsize=None)
-def _torch_refs():
-    # Loaded by path: tests/ has no __init__.py files, and this works in any pytest import mode.
-    path = pathlib.Path(__file__).with_name("torch_refs.py")
-    spec = importlib.util.spec_from_file_location("zoo_torch_refs", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 def _torch_outputs(name: str, module, config: dict, feeds: dict) -> dict[str, np.ndarray]:
     torch = pytest.importorskip("torch")
-    torch_refs = _torch_refs()
+    from aitgen.models import torch_refs  # imports torch: only after the skip
 
-    cls = torch_refs.REFS[name]
-    # The twins take only architecture keys; batch, seq and image_size are properties of the input.
-    cfg = {k: v for k, v in config.items() if k in inspect.signature(cls).parameters}
-    ref = torch_refs.load_aitgen_weights(cls(**cfg), module.state_dict())
+    # float64 twin; the twins take only architecture keys (batch, seq, image_size belong to the input).
+    ref = torch_refs.from_aitgen(name, module, config)
     with torch.no_grad():
         if "x" in feeds:  # NHWC -> NCHW at the edge
             return {"logits": ref(torch.from_numpy(feeds["x"].transpose(0, 3, 1, 2).astype(np.float64))).numpy()}

@@ -1,1 +1,80 @@
-"""Lowering of the attention family for the CPU backend (being written)."""
+"""Scaled-dot-product attention -> one fused kernel (backends/cpu/templates/attention.cpp.j2):
+blocked over keys with an online softmax, parallel over (batch, query block).
+
+Batch dims broadcast through per-operand strides (0 along a broadcast dim); adjacent batch dims
+that every operand walks contiguously merge, so BERT's [B, H] batch of q/k/v is one dim and only
+the mask's [B, 1] keeps two. Sizes and strides are run-time dims: one kernel serves every layer.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ...ir.dims import Dim, IntImm
+from ...ir.dtype import DType
+from ...ir.op import Op, OpKind
+from ..cexpr import STORAGE
+from ..lower import LowerContext, lowering
+from ..spec import KernelCall, KernelSpec
+from .elementwise import broadcast_strides
+
+BLOCK_Q = 64   # queries per work item (a multiple of 16): 12 heads x seq 128 give 24 items
+BLOCK_K = 64   # keys per block: the 64x64 score tile and a 64-key slice of K and V stay in L1/L2
+PAR_MIN_FLOPS = 1 << 18  # below ~0.25 MFLOP a parallel region costs more than it saves
+
+
+def _merge_batch(sizes: list[Dim], strides: list[list[Dim]]) -> tuple[list[Dim], list[list[Dim]]]:
+    """Drop static size-1 batch dims and merge neighbours every operand steps through contiguously."""
+    keep = [i for i, n in enumerate(sizes) if n != 1]
+    sizes = [sizes[i] for i in keep]
+    strides = [[s[i] for i in keep] for s in strides]
+    j = len(sizes) - 2
+    while j >= 0:
+        if all(s[j] == s[j + 1] * sizes[j + 1] for s in strides):
+            sizes[j:j + 2] = [sizes[j] * sizes[j + 1]]
+            for s in strides:
+                s[j:j + 2] = [s[j + 1]]
+        j -= 1
+    if not sizes:  # no batch at all (q is [Sq, D]): one item
+        return [IntImm(1)], [[IntImm(0)] for _ in strides]
+    return sizes, strides
+
+
+@lowering("cpu", OpKind.ATTENTION)
+def lower_attention(op: Op, ctx: LowerContext) -> list[KernelCall]:
+    q, k, v = op.inputs[:3]
+    mask = op.inputs[3] if len(op.inputs) == 4 else None
+    out = op.outputs[0]
+    batch = tuple(out.shape[:-2])
+    sq, sk, d, dv = q.shape[-2], k.shape[-2], q.shape[-1], v.shape[-1]
+    full = [broadcast_strides(q.shape, (*batch, sq, d)), broadcast_strides(k.shape, (*batch, sk, d)),
+            broadcast_strides(v.shape, (*batch, sk, dv)), broadcast_strides(out.shape, out.shape)]
+    if mask is not None:
+        full.append(broadcast_strides(mask.shape, (*batch, sq, sk)))
+    else:
+        full.append([IntImm(0)] * (len(batch) + 2))
+    rb = len(batch)
+    sizes, bstrides = _merge_batch(list(batch), [list(s[:rb]) for s in full])
+    m_sq, m_sk = full[4][rb], full[4][rb + 1]
+    if mask is None:
+        kind = "none"
+    else:
+        kind = "bool" if mask.dtype is DType.bool else "add"
+    scale = op.attrs.scale
+    if scale is None and d.is_static:
+        scale = 1.0 / math.sqrt(d.value)  # the reference's value, rounded to float32 the same way
+    # The scale travels as a run-time argument (its float32 bits), so it does not split kernels.
+    scale_bits = 0 if scale is None else int(np.array(scale, np.float32).view(np.uint32))
+    spec = KernelSpec.make(
+        ctx.template("attention.cpp.j2"), t=STORAGE[q.dtype], mask=kind,
+        mask_t=STORAGE[mask.dtype] if mask is not None else "void",
+        mask_q_bcast=bool(mask is not None and m_sq == 0), causal=bool(op.attrs.causal),
+        scale_from_head_dim=scale is None,
+        rb=len(sizes), block_q=BLOCK_Q, block_k=BLOCK_K, par_min_flops=PAR_MIN_FLOPS)
+    dims: list = [sq, sk, d, dv, *sizes]
+    for s in bstrides:
+        dims.extend(s)
+    dims += [full[0][rb], full[1][rb], full[2][rb], full[3][rb], m_sq, m_sk, scale_bits]
+    return [KernelCall(spec, [out, q, k, v] + ([mask] if mask is not None else []), dims,
+                       op.name or op.kind.value)]

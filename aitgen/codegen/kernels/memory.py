@@ -1,1 +1,172 @@
-"""Lowering of the memory family for the CPU backend (being written)."""
+"""Memory ops -> byte-exact copy kernels (elements move as unsigned integers of their size, so
+every dtype, bool/f16/bf16 included, copies bit for bit).
+
+permute, slice, expand, concat and split are all one strided copy (strided_copy.cpp.j2): loop sizes
+with a source and a destination stride per loop dim (a slice adds a start offset and step-scaled,
+possibly negative strides; expand has stride 0 on broadcast dims; concat is one call per operand
+into its window of the output, split one call per part). Loop dims merge where both sides are
+contiguous across them, so most copies end in a long contiguous inner run (BERT's head transposes
+copy rows of D). pad (pad.cpp.j2) and gather (gather.cpp.j2) have their own kernels.
+"""
+from __future__ import annotations
+
+import json
+from typing import Union
+
+import numpy as np
+
+from ...ir.dims import Dim, IntImm, as_dim, prod
+from ...ir.op import Op, OpKind
+from ...ir.tensor import Tensor
+from ..cexpr import STORAGE
+from ..lower import LowerContext, lowering
+from ..spec import KernelCall, KernelSpec
+from .elementwise import broadcast_strides
+
+ELEM = {1: "uint8_t", 2: "uint16_t", 4: "uint32_t", 8: "uint64_t"}
+PAR_MIN_BYTES = 1 << 16   # below 64 KiB a parallel region costs more than the copy
+CHUNK_BYTES = 1 << 15     # long rows split into 32 KiB pieces so one big row still uses every core
+TILE = 32                 # 32x32 element tiles for transposes that move the contiguous dim
+
+DimLike = Union[Dim, int]
+
+
+def dense_strides(shape) -> list[Dim]:
+    out, acc = [], IntImm(1)
+    for d in reversed(tuple(shape)):
+        out.append(acc)
+        acc = acc * d
+    return out[::-1]
+
+
+def _collapse(sizes: list[Dim], src: list[Dim], dst: list[Dim]):
+    """Drop static size-1 loop dims; merge neighbours contiguous on both sides (sizes may be symbolic:
+    the strides are compared as polynomials)."""
+    keep = [i for i, n in enumerate(sizes) if n != 1]
+    sizes, src, dst = [sizes[i] for i in keep], [src[i] for i in keep], [dst[i] for i in keep]
+    j = len(sizes) - 2
+    while j >= 0:
+        if src[j] == src[j + 1] * sizes[j + 1] and dst[j] == dst[j + 1] * sizes[j + 1]:
+            sizes[j:j + 2], src[j:j + 2], dst[j:j + 2] = [sizes[j] * sizes[j + 1]], [src[j + 1]], [dst[j + 1]]
+        j -= 1
+    if not sizes:
+        return [IntImm(1)], [IntImm(1)], [IntImm(1)]
+    return sizes, src, dst
+
+
+def copy_call(ctx: LowerContext, op: Op, dst: Tensor, src: Tensor, sizes, src_strides, dst_strides,
+              src_offset: DimLike = 0, dst_offset: DimLike = 0, what: str = "") -> KernelCall:
+    """dst[dst_offset + sum i*dst_strides] = src[src_offset + sum i*src_strides] over the loop sizes
+    (all in elements)."""
+    sizes, ss, ds = _collapse([as_dim(x) for x in sizes], [as_dim(x) for x in src_strides],
+                              [as_dim(x) for x in dst_strides])
+    item = src.dtype.itemsize
+    r = len(sizes)
+    if ss[-1] == 1 and ds[-1] == 1:
+        mode = "contig"
+    elif ss[-1] == 0 and ds[-1] == 1:
+        mode = "fill"
+    else:
+        mode = "strided"
+        # A transpose that moves the source's contiguous dim inward: walk 2-D tiles so both the
+        # reads (along that dim) and the writes (along the last) stay within a few cache lines.
+        unit = [j for j in range(r - 1) if ss[j] == 1]
+        if unit and ds[-1] == 1:
+            a = unit[-1]
+            order = [j for j in range(r - 1) if j != a] + [a, r - 1]
+            sizes, ss, ds = [sizes[j] for j in order], [ss[j] for j in order], [ds[j] for j in order]
+            mode = "tile"
+    spec = KernelSpec.make(ctx.template("strided_copy.cpp.j2"), elem=ELEM[item], rank=r, mode=mode,
+                           tile=TILE, chunk=max(1, CHUNK_BYTES // item), par_min=PAR_MIN_BYTES // item)
+    name = (op.name or op.kind.value) + (f" {what}" if what else "")
+    return KernelCall(spec, [dst, src], [*sizes, *ss, *ds, as_dim(src_offset), as_dim(dst_offset)], name)
+
+
+@lowering("cpu", OpKind.PERMUTE)
+def lower_permute(op: Op, ctx: LowerContext) -> list[KernelCall]:
+    x, y = op.inputs[0], op.outputs[0]
+    xs = dense_strides(x.shape)
+    return [copy_call(ctx, op, y, x, y.shape, [xs[p] for p in op.attrs.perm], dense_strides(y.shape))]
+
+
+@lowering("cpu", OpKind.EXPAND)
+def lower_expand(op: Op, ctx: LowerContext) -> list[KernelCall]:
+    x, y = op.inputs[0], op.outputs[0]
+    return [copy_call(ctx, op, y, x, y.shape, broadcast_strides(x.shape, y.shape), dense_strides(y.shape))]
+
+
+@lowering("cpu", OpKind.SLICE)
+def lower_slice(op: Op, ctx: LowerContext) -> list[KernelCall]:
+    x, y = op.inputs[0], op.outputs[0]
+    xs = dense_strides(x.shape)
+    offset: Dim = IntImm(0)
+    for n, start, stride in zip(x.shape, op.attrs.starts, xs):
+        # A negative start (dynamic dims only) counts from the run-time end; the stop only sets
+        # the output size, which the shape already holds.
+        offset = offset + ((n + start) if start < 0 else as_dim(start)) * stride
+    strides = [st * s for st, s in zip(op.attrs.steps, xs)]
+    return [copy_call(ctx, op, y, x, y.shape, strides, dense_strides(y.shape), src_offset=offset)]
+
+
+@lowering("cpu", OpKind.CONCAT)
+def lower_concat(op: Op, ctx: LowerContext) -> list[KernelCall]:
+    y, ax = op.outputs[0], op.attrs.axis
+    ys = dense_strides(y.shape)
+    calls, at = [], IntImm(0)
+    for i, x in enumerate(op.inputs):
+        calls.append(copy_call(ctx, op, y, x, x.shape, dense_strides(x.shape), ys, dst_offset=at * ys[ax],
+                               what=f"operand {i}"))
+        at = at + x.shape[ax]
+    return calls
+
+
+@lowering("cpu", OpKind.SPLIT)
+def lower_split(op: Op, ctx: LowerContext) -> list[KernelCall]:
+    x, ax = op.inputs[0], op.attrs.axis
+    xs = dense_strides(x.shape)
+    calls, at = [], IntImm(0)
+    for i, y in enumerate(op.outputs):
+        calls.append(copy_call(ctx, op, y, x, y.shape, xs, dense_strides(y.shape), src_offset=at * xs[ax],
+                               what=f"part {i}"))
+        at = at + y.shape[ax]
+    return calls
+
+
+def _fill_bits(value: float, dtype) -> int:
+    """The pad value's bytes in the tensor's dtype, converted as numpy's assignment does."""
+    raw = np.array(value, np.float64).astype(dtype.np).tobytes()
+    return int.from_bytes(raw, "little")
+
+
+@lowering("cpu", OpKind.PAD)
+def lower_pad(op: Op, ctx: LowerContext) -> list[KernelCall]:
+    x, y = op.inputs[0], op.outputs[0]
+    a = op.attrs
+    sizes, pads = list(x.shape), [tuple(p) for p in a.pads]
+    # Neighbouring unpadded dims are one dim (an NHWC pad of H and W copies rows of C).
+    j = len(sizes) - 2
+    while j >= 0:
+        if pads[j] == (0, 0) and pads[j + 1] == (0, 0):
+            sizes[j:j + 2], pads[j:j + 2] = [sizes[j] * sizes[j + 1]], [(0, 0)]
+        j -= 1
+    if not sizes:
+        sizes, pads = [IntImm(1)], [(0, 0)]
+    item = x.dtype.itemsize
+    spec = KernelSpec.make(ctx.template("pad.cpp.j2"), elem=ELEM[item], rank=len(sizes), mode=a.mode,
+                           fill_bits=_fill_bits(a.value, x.dtype) if a.mode == "constant" else 0,
+                           par_min=PAR_MIN_BYTES // item)
+    dims = [*sizes, *(IntImm(lo) for lo, _ in pads), *(IntImm(hi) for _, hi in pads)]
+    return [KernelCall(spec, [y, x], dims, op.name or op.kind.value)]
+
+
+@lowering("cpu", OpKind.GATHER)
+def lower_gather(op: Op, ctx: LowerContext) -> list[KernelCall]:
+    x, idx = op.inputs
+    y, ax = op.outputs[0], op.attrs.axis
+    item = x.dtype.itemsize
+    label = "gather" + (f" '{op.name}'" if op.name else "")
+    # json.dumps is a valid C string literal for the printable names ops get.
+    spec = KernelSpec.make(ctx.template("gather.cpp.j2"), elem=ELEM[item], index_t=STORAGE[idx.dtype],
+                           axis=ax, label=json.dumps(label), par_min=PAR_MIN_BYTES // item)
+    dims = [prod(x.shape[:ax]), x.shape[ax], prod(idx.shape), prod(x.shape[ax + 1:])]
+    return [KernelCall(spec, [y, x, idx], dims, op.name or op.kind.value)]

@@ -1,1 +1,78 @@
-"""Lowering of the reduce family for the CPU backend (being written)."""
+"""Reductions -> one kernel each (backends/cpu/templates/reduce.cpp.j2).
+
+x is viewed as groups of adjacent dims that are all kept (K) or all reduced (R); static size-1
+dims are dropped (they change no index). The last group picks the loop shape: a reduced last group
+is a contiguous run reduced per output ("row"), a kept last group is a contiguous block of outputs
+accumulated across the reduced groups ("col"). Group sizes are dims, so one kernel serves every
+shape with the same grouping. Global average pooling is the "col" case [N, H*W, C].
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+from ...ir.dims import Dim, IntImm
+from ...ir.dtype import DType
+from ...ir.op import Op, OpKind
+from ...ir.tensor import Tensor
+from ..cexpr import COMPUTE, STORAGE, load, store
+from ..lower import LowerContext, lowering
+from ..spec import KernelCall, KernelSpec
+from .norm import PAR_THRESHOLD
+
+# Outputs per task in "col" mode: the accumulators of a task live on the stack.
+COL_BLOCK = 128
+# Rows a float32 partial sum covers before it is added into double (accuracy of long columns).
+COL_CHUNK = 256
+
+_OPS = {OpKind.REDUCE_SUM: "sum", OpKind.REDUCE_MEAN: "mean", OpKind.REDUCE_MAX: "max",
+        OpKind.REDUCE_MIN: "min", OpKind.REDUCE_VAR: "var"}
+
+
+def group_axes(shape: Sequence[Dim], reduced: set[int]) -> tuple[list[bool], list[Dim]]:
+    """(is_reduced per group, group sizes) of `shape`: adjacent dims of one kind merged, static
+    1s dropped, and a size-1 group of a kind added when none is left (so both kinds exist)."""
+    kinds: list[bool] = []
+    sizes: list[Dim] = []
+    for i, d in enumerate(shape):
+        if d.is_static and d.value == 1:
+            continue
+        r = i in reduced
+        if kinds and kinds[-1] == r:
+            sizes[-1] = sizes[-1] * d
+        else:
+            kinds.append(r)
+            sizes.append(d)
+    if True not in kinds:  # nothing left to reduce: every output reduces one element
+        kinds.append(True)
+        sizes.append(IntImm(1))
+    if False not in kinds:  # everything reduced: one output
+        kinds.insert(0, False)
+        sizes.insert(0, IntImm(1))
+    return kinds, sizes
+
+
+def reduce_call(ctx: LowerContext, op: str, x: Tensor, out: Tensor, axes: set[int], label: str,
+                correction: int = 0) -> KernelCall:
+    kinds, sizes = group_axes(x.shape, axes)
+    last = len(kinds) - 1
+    mode = "row" if kinds[-1] else "col"
+    kept = [g for g, r in enumerate(kinds) if not r and (mode == "row" or g != last)]
+    red = [g for g, r in enumerate(kinds) if r and (mode == "col" or g != last)]
+    float_math = op in ("mean", "var")
+    ct = "float" if float_math else COMPUTE[x.dtype]
+    spec = KernelSpec.make(ctx.template("reduce.cpp.j2"), op=op, mode=mode,
+                           kinds=["R" if r else "K" for r in kinds], kept=kept, red=red,
+                           t=STORAGE[x.dtype], out_t=STORAGE[out.dtype], ct=ct,
+                           load=load(x.dtype, "x", "i"), store=store(out.dtype, "VAL"),
+                           fsum=op in ("sum", "mean", "var") and ct == "float", correction=correction,
+                           block=COL_BLOCK, chunk=COL_CHUNK, lanes=32, par_threshold=PAR_THRESHOLD)
+    return KernelCall(spec, [out, x], list(sizes), label)
+
+
+@lowering("cpu", *_OPS)
+def lower_reduce(op: Op, ctx: LowerContext) -> list[KernelCall]:
+    x, out = op.inputs[0], op.outputs[0]
+    assert x.dtype is not DType.bool
+    return [reduce_call(ctx, _OPS[op.kind], x, out, set(op.attrs.axes), op.name or op.kind.value,
+                        op.attrs.correction)]
+
