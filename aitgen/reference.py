@@ -73,7 +73,8 @@ def eval_op(op: Op, args: list[np.ndarray], env: Mapping[IntVar, int]) -> list[n
     d = get_opdef(op.kind)
     # Contiguous operands: numpy's BLAS and reductions round differently by memory layout, and the
     # oracle must give the same bits before and after a pass that removes a copy or a no-op.
-    cargs = [np.ascontiguousarray(a.astype(np.float32) if a.dtype in _LOW_FLOATS else a) for a in args]
+    cargs = [a.astype(np.float32) if a.dtype in _LOW_FLOATS else a for a in args]
+    cargs = [a if a.flags.c_contiguous else np.ascontiguousarray(a) for a in cargs]  # keeps 0-d arrays 0-d
     ctx = RefContext(tuple(evaluate_shape(o.shape, env) for o in op.outputs), env)
     try:
         outs = d.reference(cargs, op.attrs, ctx)
