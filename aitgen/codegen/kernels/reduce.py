@@ -23,6 +23,8 @@ from .norm import PAR_THRESHOLD
 COL_BLOCK = 128
 # Rows a float32 partial sum covers before it is added into double (accuracy of long columns).
 COL_CHUNK = 256
+# Accumulator lanes of the "row" kernel's integer sums and extrema (two AVX-512 registers of int32).
+ROW_LANES = 32
 
 _OPS = {OpKind.REDUCE_SUM: "sum", OpKind.REDUCE_MEAN: "mean", OpKind.REDUCE_MAX: "max",
         OpKind.REDUCE_MIN: "min", OpKind.REDUCE_VAR: "var"}
@@ -58,14 +60,13 @@ def reduce_call(ctx: LowerContext, op: str, x: Tensor, out: Tensor, axes: set[in
     mode = "row" if kinds[-1] else "col"
     kept = [g for g, r in enumerate(kinds) if not r and (mode == "row" or g != last)]
     red = [g for g, r in enumerate(kinds) if r and (mode == "col" or g != last)]
-    float_math = op in ("mean", "var")
-    ct = "float" if float_math else COMPUTE[x.dtype]
+    ct = "float" if op in ("mean", "var") else COMPUTE[x.dtype]
     spec = KernelSpec.make(ctx.template("reduce.cpp.j2"), op=op, mode=mode,
                            kinds=["R" if r else "K" for r in kinds], kept=kept, red=red,
                            t=STORAGE[x.dtype], out_t=STORAGE[out.dtype], ct=ct,
                            load=load(x.dtype, "x", "i"), store=store(out.dtype, "VAL"),
                            fsum=op in ("sum", "mean", "var") and ct == "float", correction=correction,
-                           block=COL_BLOCK, chunk=COL_CHUNK, lanes=32, par_threshold=PAR_THRESHOLD)
+                           block=COL_BLOCK, chunk=COL_CHUNK, lanes=ROW_LANES, par_threshold=PAR_THRESHOLD)
     return KernelCall(spec, [out, x], list(sizes), label)
 
 

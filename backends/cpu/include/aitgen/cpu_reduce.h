@@ -1,5 +1,6 @@
-// Helpers of the reducing CPU kernels (pooling, norms, softmax, reductions): a float32 exp that
-// the compiler vectorises, NaN-propagating max/min, and row sums that vectorise yet stay accurate.
+// Helpers of the reducing CPU kernels (pooling, norms, softmax, reductions): NaN-propagating
+// max/min, a vectorised float32 exp, row sums that vectorise yet stay accurate, and the per-pixel
+// loops of pooling.
 #ifndef AITGEN_CPU_REDUCE_H_
 #define AITGEN_CPU_REDUCE_H_
 
@@ -8,12 +9,19 @@
 #include <cstring>
 #include <limits>
 
+#include "aitgen/cpu_kernel.h"
+
+// The 64-byte vector types below are returned between inline functions only (and passed by
+// reference); on targets without AVX-512 GCC warns that their calling convention differs, which
+// cannot matter here. GCC reports it at the end of the translation unit, so the warning stays off
+// for the rest of the (generated) file rather than being popped.
+#pragma GCC diagnostic ignored "-Wpsabi"
+
 namespace ait {
 
 // numpy's max/min propagate NaN: once the accumulator is NaN it stays NaN. Written as selects
-// so loops over lanes vectorise.
-// The NaN test reads the bits: `v != v` on a value converted from float16 gets folded by GCC into
-// a float16 compare, which is a library call per element.
+// so loops over lanes vectorise. The NaN test reads the bits: GCC folds `v != v` on a value
+// converted from float16 into a float16 compare, a library call per element.
 inline bool is_nan(float v) { return (__builtin_bit_cast(uint32_t, v) & 0x7fffffffu) > 0x7f800000u; }
 inline float max_nan(float acc, float v) { return ((v > acc) | is_nan(v)) ? v : acc; }
 inline float min_nan(float acc, float v) { return ((v < acc) | is_nan(v)) ? v : acc; }
@@ -61,20 +69,20 @@ inline f32x16 loadu(const float* p) {
   std::memcpy(&v, p, sizeof v);
   return v;
 }
-inline void storeu(float* p, f32x16 v) { std::memcpy(p, &v, sizeof v); }
+inline void storeu(float* p, const f32x16& v) { std::memcpy(p, &v, sizeof v); }
 // Horizontal sum and max by halving (a tree of shuffles, not a 16-long dependency chain).
 typedef float f32x8 __attribute__((vector_size(32)));
 typedef float f32x4 __attribute__((vector_size(16)));
-inline f32x8 lo8(f32x16 v) { return __builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7); }
-inline f32x8 hi8(f32x16 v) { return __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15); }
-inline f32x4 lo4(f32x8 v) { return __builtin_shufflevector(v, v, 0, 1, 2, 3); }
-inline f32x4 hi4(f32x8 v) { return __builtin_shufflevector(v, v, 4, 5, 6, 7); }
-inline float hsum(f32x16 v) {
+inline f32x8 lo8(const f32x16& v) { return __builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7); }
+inline f32x8 hi8(const f32x16& v) { return __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15); }
+inline f32x4 lo4(const f32x8& v) { return __builtin_shufflevector(v, v, 0, 1, 2, 3); }
+inline f32x4 hi4(const f32x8& v) { return __builtin_shufflevector(v, v, 4, 5, 6, 7); }
+inline float hsum(const f32x16& v) {
   const f32x8 a = lo8(v) + hi8(v);
   const f32x4 b = lo4(a) + hi4(a);
   return (b[0] + b[2]) + (b[1] + b[3]);
 }
-inline float hmax(f32x16 v) {
+inline float hmax(const f32x16& v) {
   const f32x8 a = lo8(v) > hi8(v) ? lo8(v) : hi8(v);
   const f32x4 b = lo4(a) > hi4(a) ? lo4(a) : hi4(a);
   const float c = b[0] > b[2] ? b[0] : b[2], d = b[1] > b[3] ? b[1] : b[3];
@@ -84,7 +92,7 @@ inline float hmax(f32x16 v) {
 // exp(x) for x <= 0 (softmax's x - max), 16 lanes, relative error ~1e-7; NaN stays NaN, and
 // x < -87.3 (where float32 leaves the normal range) gives 0. Cody-Waite reduction x = n ln2 + r
 // with n rounded by the 1.5 * 2^23 trick, Cephes' polynomial for exp(r), 2^n built in the bits.
-inline f32x16 exp_v(f32x16 x) {
+inline f32x16 exp_v(const f32x16& x) {
   const f32x16 lo = splat(-87.3f);
   const f32x16 xc = x < lo ? lo : x;
   const f32x16 magic = splat(12582912.0f);
