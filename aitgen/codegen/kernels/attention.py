@@ -63,7 +63,8 @@ def lower_attention(op: Op, ctx: LowerContext) -> list[KernelCall]:
         kind = "bool" if mask.dtype is DType.bool else "add"
     scale = op.attrs.scale
     if scale is None and d.is_static:
-        scale = 1.0 / math.sqrt(d.value)  # the reference's value, rounded to float32 the same way
+        # the reference's value, rounded to float32 the same way (an empty head dim scores 0 anyway)
+        scale = 1.0 / math.sqrt(d.value) if d.value else 1.0
     # The scale travels as a run-time argument (its float32 bits), so it does not split kernels.
     scale_bits = 0 if scale is None else int(np.array(scale, np.float32).view(np.uint32))
     spec = KernelSpec.make(

@@ -16,6 +16,7 @@ from typing import Union
 import numpy as np
 
 from ...ir.dims import Dim, IntImm, as_dim, prod
+from ...ir.dtype import DType
 from ...ir.op import Op, OpKind
 from ...ir.tensor import Tensor
 from ..cexpr import STORAGE
@@ -54,8 +55,8 @@ def _collapse(sizes: list[Dim], src: list[Dim], dst: list[Dim]):
     return sizes, src, dst
 
 
-def copy_call(ctx: LowerContext, op: Op, dst: Tensor, src: Tensor, sizes, src_strides, dst_strides,
-              src_offset: DimLike = 0, dst_offset: DimLike = 0, what: str = "") -> KernelCall:
+def strided_copy_call(ctx: LowerContext, op: Op, dst: Tensor, src: Tensor, sizes, src_strides, dst_strides,
+                      src_offset: DimLike = 0, dst_offset: DimLike = 0, what: str = "") -> KernelCall:
     """dst[dst_offset + sum i*dst_strides] = src[src_offset + sum i*src_strides] over the loop sizes
     (all in elements)."""
     sizes, ss, ds = _collapse([as_dim(x) for x in sizes], [as_dim(x) for x in src_strides],
@@ -86,13 +87,13 @@ def copy_call(ctx: LowerContext, op: Op, dst: Tensor, src: Tensor, sizes, src_st
 def lower_permute(op: Op, ctx: LowerContext) -> list[KernelCall]:
     x, y = op.inputs[0], op.outputs[0]
     xs = dense_strides(x.shape)
-    return [copy_call(ctx, op, y, x, y.shape, [xs[p] for p in op.attrs.perm], dense_strides(y.shape))]
+    return [strided_copy_call(ctx, op, y, x, y.shape, [xs[p] for p in op.attrs.perm], dense_strides(y.shape))]
 
 
 @lowering("cpu", OpKind.EXPAND)
 def lower_expand(op: Op, ctx: LowerContext) -> list[KernelCall]:
     x, y = op.inputs[0], op.outputs[0]
-    return [copy_call(ctx, op, y, x, y.shape, broadcast_strides(x.shape, y.shape), dense_strides(y.shape))]
+    return [strided_copy_call(ctx, op, y, x, y.shape, broadcast_strides(x.shape, y.shape), dense_strides(y.shape))]
 
 
 @lowering("cpu", OpKind.SLICE)
@@ -105,7 +106,7 @@ def lower_slice(op: Op, ctx: LowerContext) -> list[KernelCall]:
         # the output size, which the shape already holds.
         offset = offset + ((n + start) if start < 0 else as_dim(start)) * stride
     strides = [st * s for st, s in zip(op.attrs.steps, xs)]
-    return [copy_call(ctx, op, y, x, y.shape, strides, dense_strides(y.shape), src_offset=offset)]
+    return [strided_copy_call(ctx, op, y, x, y.shape, strides, dense_strides(y.shape), src_offset=offset)]
 
 
 @lowering("cpu", OpKind.CONCAT)
@@ -114,8 +115,8 @@ def lower_concat(op: Op, ctx: LowerContext) -> list[KernelCall]:
     ys = dense_strides(y.shape)
     calls, at = [], IntImm(0)
     for i, x in enumerate(op.inputs):
-        calls.append(copy_call(ctx, op, y, x, x.shape, dense_strides(x.shape), ys, dst_offset=at * ys[ax],
-                               what=f"operand {i}"))
+        calls.append(strided_copy_call(ctx, op, y, x, x.shape, dense_strides(x.shape), ys,
+                                       dst_offset=at * ys[ax], what=f"operand {i}"))
         at = at + x.shape[ax]
     return calls
 
@@ -126,16 +127,19 @@ def lower_split(op: Op, ctx: LowerContext) -> list[KernelCall]:
     xs = dense_strides(x.shape)
     calls, at = [], IntImm(0)
     for i, y in enumerate(op.outputs):
-        calls.append(copy_call(ctx, op, y, x, y.shape, xs, dense_strides(y.shape), src_offset=at * xs[ax],
-                               what=f"part {i}"))
+        calls.append(strided_copy_call(ctx, op, y, x, y.shape, xs, dense_strides(y.shape),
+                                       src_offset=at * xs[ax], what=f"part {i}"))
         at = at + y.shape[ax]
     return calls
 
 
-def _fill_bits(value: float, dtype) -> int:
-    """The pad value's bytes in the tensor's dtype, converted as numpy's assignment does."""
-    raw = np.array(value, np.float64).astype(dtype.np).tobytes()
-    return int.from_bytes(raw, "little")
+def _fill_bits(value: float, dtype: DType) -> int:
+    """The pad value's bytes in the tensor's dtype, converted as the oracle does: numpy's cast, and
+    float16/bfloat16 through float32 (the oracle pads those in float32, then rounds)."""
+    v = np.array(value, np.float64)
+    if dtype in (DType.float16, DType.bfloat16):
+        v = v.astype(np.float32)
+    return int.from_bytes(v.astype(dtype.np).tobytes(), "little")
 
 
 @lowering("cpu", OpKind.PAD)
