@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "aitgen/bad_input.hpp"
 #include "aitgen/model_abi.h"
 
 namespace {
@@ -23,9 +24,7 @@ thread_local std::string g_last_error;
 // address, version) then cannot mistake a later model's weights, at a reused address, for packed ones.
 std::atomic<int64_t> g_next_model{1};
 
-struct BadInput : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
+using BadInput = ait::bad_input;
 
 struct AlignedBuffer {
   char* ptr = nullptr;

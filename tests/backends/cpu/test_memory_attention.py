@@ -12,7 +12,7 @@ import pytest
 
 import aitgen as ag
 from aitgen import ops
-from aitgen.errors import AitgenError
+from aitgen.errors import RuntimeInputError
 
 ALL_DTYPES = ["float32", "float16", "bfloat16", "int8", "int32", "int64", "bool"]
 
@@ -171,7 +171,7 @@ def test_gather_bad_index_is_an_error_and_model_stays_usable(tmp_path):
     model = ag.compile_model(out, target="cpu", workdir=tmp_path / "m")
     tv = np.arange(15, dtype=np.float32).reshape(5, 3)
     for bad in (5, -6):
-        with pytest.raises(AitgenError, match=f"gather 'emb'.*index {bad} .*out of range for axis 0 of size 5"):
+        with pytest.raises(RuntimeInputError, match=f"gather 'emb'.*index {bad} .*out of range for axis 0 of size 5"):
             model.run({"ids": np.array([0, bad, 1, 2], np.int32), "table": tv})
     good = np.array([4, -5, 0, -1], np.int32)
     np.testing.assert_array_equal(model.run({"ids": good, "table": tv})["e"], tv[good])
