@@ -8,7 +8,12 @@ setup(
     long_description_content_type="text/markdown",
     license="MIT",
     python_requires=">=3.10",
-    packages=find_packages(include=["aitgen", "aitgen.*"]),
+    # backends/ (templates, C API header, static C++) ships inside the wheel as the package
+    # aitgen_backends; aitgen/_paths.py is the one place that finds it.
+    packages=find_packages(include=["aitgen", "aitgen.*"]) + ["aitgen_backends"],
+    package_dir={"aitgen_backends": "backends"},
+    package_data={"aitgen_backends": ["*.md", "*/*.yaml", "*/*.md", "*/templates/*.j2", "*/include/aitgen/*",
+                                      "*/src/*"]},
     install_requires=[
         "numpy>=1.24",
         "scipy>=1.10",        # erf / expit in the oracle

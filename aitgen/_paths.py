@@ -14,5 +14,8 @@ def backends_dir() -> Path:
     repo = Path(__file__).resolve().parent.parent / "backends"
     if (repo / "common").is_dir():
         return repo
-    import importlib.resources
-    return Path(str(importlib.resources.files("aitgen_backends")))
+    import importlib.util
+    spec = importlib.util.find_spec("aitgen_backends")  # a namespace package: no __init__.py
+    if spec is None or not spec.submodule_search_locations:
+        raise FileNotFoundError("aitgen's backends/ folder is missing (neither the repository's nor the wheel's)")
+    return Path(list(spec.submodule_search_locations)[0])
