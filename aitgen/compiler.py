@@ -29,8 +29,11 @@ def pick_target(target: str) -> str:
     """"auto": CUDA when a GPU and its driver answer, else the CPU."""
     if target != "auto":
         return target
+    from ._paths import backends_dir
     from .runtime.device import cuda_available
-    return "cuda" if cuda_available() else "cpu"
+    # CUDA only where a GPU answers and this installation has the CUDA backend.
+    has_cuda = (backends_dir() / "cuda" / "backend.yaml").exists()
+    return "cuda" if has_cuda and cuda_available() else "cpu"
 
 
 def write_weights(graph: Graph, path: Path) -> tuple[dict[int, dict], int]:

@@ -35,8 +35,9 @@ def softmax_ref(x: np.ndarray, axis: int) -> np.ndarray:
     if x.size == 0:
         return x.copy()
     m = np.max(x, axis=axis, keepdims=True)
-    e = np.exp(x - m)
-    return e / np.sum(e, axis=axis, keepdims=True)
+    with np.errstate(invalid="ignore"):  # -inf - -inf on an all -inf row: the NaN is the answer
+        e = np.exp(x - m)
+        return e / np.sum(e, axis=axis, keepdims=True)
 
 
 register(OpKind.SOFTMAX, Category.SOFTMAX, SoftmaxAttrs, _infer,
