@@ -25,13 +25,17 @@ class OutputRef:
 
 LowerFn = Callable[[Op, "LowerContext"], list[KernelCall]]
 _LOWERINGS: dict[tuple[str, OpKind], LowerFn] = {}
+_EPILOGUES: set[tuple[str, OpKind]] = set()  # lowerings that render a fused epilogue
 
 
-def lowering(backend: str, *kinds: OpKind):
-    """Register a lowering function for these op kinds on a backend."""
+def lowering(backend: str, *kinds: OpKind, epilogue: bool = False):
+    """Register a lowering function for these op kinds on a backend; `epilogue=True` says it
+    renders attrs.epilogue (a fused element-wise DAG on the result)."""
     def deco(fn: LowerFn) -> LowerFn:
         for k in kinds:
             _LOWERINGS[(backend, k)] = fn
+            if epilogue:
+                _EPILOGUES.add((backend, k))
         return fn
     return deco
 
@@ -74,6 +78,9 @@ def lower_graph(graph: Graph, backend: str) -> list[KernelCall]:
         fn = _LOWERINGS.get((backend, op.kind))
         if fn is None:
             raise UnsupportedOpError(f"op {op.kind.value} '{op.name}' has no {backend} kernel yet")
+        if getattr(op.attrs, "epilogue", None) is not None and (backend, op.kind) not in _EPILOGUES:
+            raise UnsupportedOpError(f"op {op.kind.value} '{op.name}' carries a fused epilogue that the "
+                                     f"{backend} kernel cannot render")
         calls.extend(fn(op, ctx))
     # An output that is a graph input, a constant, or the same tensor as an earlier output is a
     # buffer of its own that no kernel writes: copy into it.

@@ -76,6 +76,8 @@ class OpKind(enum.Enum):
     GATHER = "gather"
     # attention
     ATTENTION = "attention"
+    # fused: a DAG of element-wise ops evaluated in one pass over memory (aitgen/ops/fused.py)
+    FUSED_ELEMENTWISE = "fused_elementwise"
 
 
 @dataclasses.dataclass(frozen=True)

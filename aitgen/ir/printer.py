@@ -20,7 +20,9 @@ def _fmt_value(v) -> str:
 def format_attrs(attrs) -> str:
     if not dataclasses.is_dataclass(attrs):
         return ""
-    parts = [f"{f.name}={_fmt_value(getattr(attrs, f.name))}" for f in dataclasses.fields(attrs)]
+    # An optional field left at None (a gemm without an epilogue, an open clamp end) says nothing.
+    parts = [f"{f.name}={_fmt_value(getattr(attrs, f.name))}" for f in dataclasses.fields(attrs)
+             if not (getattr(attrs, f.name) is None and f.default is None)]
     return "[" + ", ".join(parts) + "]" if parts else ""
 
 

@@ -4,6 +4,7 @@ from .attention import *  # noqa: F401,F403
 from .conv import *  # noqa: F401,F403
 from .elementwise import *  # noqa: F401,F403
 from .elementwise import broadcast_shapes  # noqa: F401
+from .fused import *  # noqa: F401,F403
 from .gather import *  # noqa: F401,F403
 from .gemm import *  # noqa: F401,F403
 from .norm import *  # noqa: F401,F403

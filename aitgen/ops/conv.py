@@ -12,6 +12,7 @@ from ..errors import DTypeError, ShapeError
 from ..ir.dims import Dim, shape_str
 from ..ir.op import OpKind
 from ..ir.tensor import Tensor
+from .fused import MAX_EXTRA, Epilogue, with_epilogue_infer, with_epilogue_reference
 from .registry import Category, check, make_op1, register
 
 __all__ = ["Conv2dAttrs", "ConvTranspose2dAttrs", "conv2d", "conv_transpose2d"]
@@ -26,6 +27,7 @@ class Conv2dAttrs:
     padding: tuple[int, int, int, int] = (0, 0, 0, 0)  # top, bottom, left, right
     dilation: tuple[int, int] = (1, 1)
     groups: int = 1
+    epilogue: Optional[Epilogue] = None  # fused element-wise DAG on the result (extras follow the bias)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -163,7 +165,8 @@ def _ref_conv(args, attrs: Conv2dAttrs, ctx):
     return [out]
 
 
-register(OpKind.CONV2D, Category.CONV, Conv2dAttrs, _infer_conv, _ref_conv, num_inputs=(2, 3), float_only=True)
+register(OpKind.CONV2D, Category.CONV, Conv2dAttrs, with_epilogue_infer(_infer_conv),
+         with_epilogue_reference(_ref_conv), num_inputs=(2, 3 + MAX_EXTRA), float_only=True)
 
 
 # -- conv_transpose2d -----------------------------------------------------------------------

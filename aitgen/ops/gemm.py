@@ -11,6 +11,7 @@ from ..ir.dims import shape_str
 from ..ir.op import OpKind
 from ..ir.tensor import Tensor
 from .elementwise import broadcast_shapes
+from .fused import MAX_EXTRA, Epilogue, with_epilogue_infer, with_epilogue_reference
 from .registry import Category, check, make_op1, register
 
 __all__ = ["GemmAttrs", "BmmAttrs", "gemm", "bmm", "linear", "matmul"]
@@ -18,9 +19,11 @@ __all__ = ["GemmAttrs", "BmmAttrs", "gemm", "bmm", "linear", "matmul"]
 
 @dataclasses.dataclass(frozen=True)
 class GemmAttrs:
-    """C[M,N] = op(A) @ op(B) (+ bias[N]). trans_a: A stored [K,M]; trans_b: B stored [N,K]."""
+    """C[M,N] = op(A) @ op(B) (+ bias[N]). trans_a: A stored [K,M]; trans_b: B stored [N,K].
+    epilogue: a fused element-wise DAG applied to C (its extra operands follow the bias)."""
     trans_a: bool = False
     trans_b: bool = False
+    epilogue: Optional["Epilogue"] = None
 
     @property
     def layout(self) -> str:  # AITemplate's names: a, b, c; c is always row-major
@@ -31,6 +34,7 @@ class GemmAttrs:
 class BmmAttrs:
     trans_a: bool = False
     trans_b: bool = False
+    epilogue: Optional["Epilogue"] = None
 
 
 _LAYOUTS = {"rrr": (False, False), "rcr": (False, True), "crr": (True, False), "ccr": (True, True)}
@@ -82,7 +86,8 @@ def _ref_gemm(args, attrs: GemmAttrs, ctx):
     return [out]
 
 
-register(OpKind.GEMM, Category.GEMM, GemmAttrs, _infer_gemm, _ref_gemm, num_inputs=(2, 3), float_only=True)
+register(OpKind.GEMM, Category.GEMM, GemmAttrs, with_epilogue_infer(_infer_gemm), with_epilogue_reference(_ref_gemm),
+         num_inputs=(2, 3 + MAX_EXTRA), float_only=True)
 
 
 # -- bmm ------------------------------------------------------------------------------------
@@ -112,7 +117,8 @@ def _ref_bmm(args, attrs: BmmAttrs, ctx):
     return [np.matmul(a, b)]
 
 
-register(OpKind.BMM, Category.GEMM, BmmAttrs, _infer_bmm, _ref_bmm, num_inputs=(2, 2), float_only=True)
+register(OpKind.BMM, Category.GEMM, BmmAttrs, with_epilogue_infer(_infer_bmm), with_epilogue_reference(_ref_bmm),
+         num_inputs=(2, 2 + MAX_EXTRA), float_only=True)
 
 
 # -- builders -------------------------------------------------------------------------------

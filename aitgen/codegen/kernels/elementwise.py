@@ -50,7 +50,12 @@ _EXPR = {
 
 def op_expr(op: Op) -> str:
     """The op's math as a C++ expression of a0.. in the operands' compute type."""
-    k, a = op.kind, op.attrs
+    return node_expr(op.kind, op.attrs, [t.dtype for t in op.inputs], op.outputs[0].dtype)
+
+
+def node_expr(kind: OpKind, a, operand_dtypes: list[DType], out_dtype: DType) -> str:
+    """One element-wise op (of a graph or of a fused Expr) as C++ over a0.., type T."""
+    k = kind
     if k is OpKind.GELU:
         if a.approximate == "tanh":
             return f"0.5f * a0 * (1.0f + std::tanh({_K0} * (a0 + 0.044715f * a0 * a0 * a0)))"
@@ -59,10 +64,35 @@ def op_expr(op: Op) -> str:
         lo = "a0" if a.min is None else f"std::max(a0, T({_lit(a.min)}))"
         return lo if a.max is None else f"std::min({lo}, T({_lit(a.max)}))"
     if k is OpKind.DIV:
-        return "a0 / a1" if op.inputs[0].dtype.is_float else "(a1 == T(0) ? T(0) : T(a0 / a1))"
-    if k is OpKind.CAST and op.outputs[0].dtype is DType.bool:
+        return "a0 / a1" if operand_dtypes[0].is_float else "(a1 == T(0) ? T(0) : T(a0 / a1))"
+    if k is OpKind.CAST and out_dtype is DType.bool:
         return "a0 != T(0)"
     return _EXPR[k]
+
+
+def node_compute_type(kind: OpKind, operand_dtypes: list[DType]) -> str:
+    """T of a node: its operands' compute type (where: the branches')."""
+    return COMPUTE[operand_dtypes[-1]] if kind is OpKind.WHERE else COMPUTE[operand_dtypes[0]]
+
+
+def expr_cpp(expr, input_dtypes: list[DType], prefix: str = "n") -> dict:
+    """C++ for a fused Expr: one inline function per node and the statements that chain them.
+
+    Slots are `s<i>` variables of their compute type; the caller loads s0..s{num_inputs-1} and
+    stores the output slots. Returns {"functions": [...], "statements": [...], "slot_types": [...]}.
+    """
+    slot_dtypes = expr.slot_dtypes(input_dtypes)
+    functions, statements = [], []
+    for i, n in enumerate(expr.nodes):
+        slot = expr.num_inputs + i
+        operand_dtypes = [slot_dtypes[a] for a in n.args]
+        t = node_compute_type(n.kind, operand_dtypes)
+        params = ", ".join(f"{COMPUTE[d]} a{j}" for j, d in enumerate(operand_dtypes))
+        functions.append(f"inline {COMPUTE[n.dtype]} {prefix}{slot}({params}) {{ using T = {t}; "
+                         f"return {node_expr(n.kind, n.attrs, operand_dtypes, n.dtype)}; }}")
+        args = ", ".join(f"s{a}" for a in n.args)
+        statements.append(f"const {COMPUTE[n.dtype]} s{slot} = {prefix}{slot}({args});")
+    return {"functions": functions, "statements": statements, "slot_types": [COMPUTE[d] for d in slot_dtypes]}
 
 
 def _lit(v: float) -> str:
