@@ -10,6 +10,7 @@
 #include <limits>
 
 #include "aitgen/cpu_kernel.h"
+#include "aitgen/cpu_vmath.h"
 
 // The 64-byte vector types below are returned between inline functions only (and passed by
 // reference); on targets without AVX-512 GCC warns that their calling convention differs, which
@@ -114,27 +115,9 @@ inline f32x16 exp_v(const f32x16& x) {
   std::memcpy(&scale, &bits, sizeof scale);
   return x < lo ? splat(0.0f) : q * scale;
 }
-// The same exp on one float, for loops the compiler vectorises itself (strided softmax, 16-bit rows).
-inline float exp_f32(float x) {
-  const float xc = x < -87.3f ? -87.3f : x;
-  const float t = xc * 1.44269504088896341f + 12582912.0f;
-  const float n = t - 12582912.0f;
-  float r = xc - n * 0.693359375f;
-  r = r + n * 2.12194440e-4f;
-  float q = 1.9875691500E-4f;
-  q = q * r + 1.3981999507E-3f;
-  q = q * r + 8.3334519073E-3f;
-  q = q * r + 4.1665795894E-2f;
-  q = q * r + 1.6666665459E-1f;
-  q = q * r + 5.0000001201E-1f;
-  q = (q * r) * r + r + 1.0f;
-  int32_t ti;
-  std::memcpy(&ti, &t, sizeof ti);
-  const int32_t bits = static_cast<int32_t>(static_cast<uint32_t>(ti - (0x4B400000 - 127)) << 23);
-  float scale;
-  std::memcpy(&scale, &bits, sizeof scale);
-  return x < -87.3f ? 0.0f : q * scale;
-}
+// The same exp on one float, for loops the compiler vectorises itself (strided softmax, 16-bit
+// rows): the one scalar form every kernel shares.
+inline float exp_f32(float x) { return exp_poly(x); }
 
 template <typename T>
 inline double row_sum(const T* x, int64_t n) {
