@@ -26,7 +26,8 @@ setup(
         "onednn-devel-cpu-gomp==2023.2.0",  # CPU GEMM/conv; pin also in 3rdparty/onednn.txt
     ],
     extras_require={
-        "dev": ["pytest>=7", "hypothesis>=6.80", "pytest-xdist>=3"],
+        "dev": ["pytest>=7", "hypothesis>=6.80", "pytest-xdist>=3", "matplotlib>=3.7"],  # + viz: its tests
+        "viz": ["matplotlib>=3.7"],  # `aitgen inspect DIR` draws memory.png
         "torch": ["torch==2.13.0"],  # our machines hold this CPU build on disk; a looser range pulls a multi-GB CUDA build
         "onnx": ["onnx>=1.15"],
         "bench": ["onnxruntime>=1.17", "onnx>=1.15"],  # benchmarks/cpu_vs_peers.py (with the torch extra)

@@ -4,6 +4,8 @@
     aitgen run build/m --input x=x.npy --out results/                 # prints names/shapes, writes .npy
     aitgen bench build/m --iters 50                                   # random inputs at max shapes
     aitgen inspect model.py:build --summary
+    aitgen inspect build/m                                            # graph.html, memory.png, per-pass table
+    aitgen debug model.py:build --target cpu --workdir build/dbg      # first tensor that diverges
 """
 from __future__ import annotations
 
@@ -74,15 +76,23 @@ def load_outputs(spec: str, config: Optional[dict] = None):
     return out
 
 
+def is_build_dir(path: str) -> bool:
+    return os.path.isdir(path) and os.path.exists(os.path.join(path, "graph.json"))
+
+
 def cmd_inspect(args) -> int:
     from .ir.graph import Graph
     from .options import CompileOptions
     from .passes import run_pipeline
 
+    if is_build_dir(args.target):
+        return inspect_build(args.target)
+    if os.path.isdir(args.target):
+        raise SystemExit(f"aitgen: {args.target} has no graph.json; build it with `aitgen compile` first")
     outputs = load_outputs(args.target, parse_config(args.config))
     graph = Graph.from_outputs(outputs)
     before = graph.op_counts()
-    opts = CompileOptions(verify=args.verify, dump_passes=args.dump_passes)
+    opts = CompileOptions(verify=args.verify, dump_passes=args.dump_passes, fusion=not args.no_fusion)
     graph = run_pipeline(graph, opts)
     if not args.summary:
         print(graph)
@@ -94,7 +104,52 @@ def cmd_inspect(args) -> int:
         print(f"# {k:<{width}}  {before.get(k, 0):>6}  {after.get(k, 0):>5}")
     print("# passes: " + ", ".join(f"{r.name} {r.seconds * 1e3:.1f} ms -> {r.ops_after} ops"
                                    for r in graph.annotations.get("pass_records", [])))
+    from .viz import pass_table
+    records = [dict(name=r.name, seconds=r.seconds, ops_after=r.ops_after, kernels=r.kernels,
+                    activation_bytes=r.activation_bytes) for r in graph.annotations.get("pass_records", [])]
+    print("\n".join("# " + line for line in pass_table(records, graph.annotations.get("pipeline_input")).splitlines()))
     return 0
+
+
+def inspect_build(workdir: str) -> int:
+    """A build directory: the per-pass table, DIR/graph.html and DIR/memory.png."""
+    from . import viz
+
+    desc, report = viz.load(workdir)
+    print(f"{desc['name']} in {workdir}: {report.get('num_ops', '?')} ops before passes, "
+          f"{len(desc['ops'])} after; {report.get('num_kernels', '?')} kernel calls per run "
+          f"({report.get('unique_kernels', '?')} unique)")
+    if report.get("passes"):
+        print(viz.pass_table(report["passes"], report.get("pipeline_input")))
+    if report.get("activation_bytes") is not None:
+        naive = report.get("activation_naive_bytes") or 0
+        lb = report.get("activation_lower_bound_bytes") or 0
+        ratio = f", {report['activation_bytes'] / lb:.3f}x the lower bound" if lb else ""
+        print(f"planned arena {report['activation_bytes']:,d} bytes (lower bound {lb:,d}, naive {naive:,d}{ratio})")
+    html = os.path.join(workdir, "graph.html")
+    counts = viz.write_graph_html(desc, html, report)
+    print(f"wrote {html}: {counts['kernel_boxes']} kernel boxes, {counts['fused_groups']} fused groups, "
+          f"{counts['views']} views")
+    png = os.path.join(workdir, "memory.png")
+    try:
+        mem = viz.write_memory_png(desc, png)
+    except ImportError:
+        print("memory.png needs matplotlib: pip install 'aitgen[viz]'", file=sys.stderr)
+    else:
+        print(f"wrote {png}: {mem['tensors']} arena tensors, arena {mem['arena_bytes']:,d} bytes")
+    return 0
+
+
+def cmd_debug(args) -> int:
+    from .debug import bisect, format_errors
+
+    outputs = load_outputs(args.model, parse_config(args.config))
+    feeds = _parse_inputs(args.input) or None  # None: random inputs at their max shapes
+    result = bisect(outputs, feeds, target=args.target, workdir=args.workdir, rtol=args.rtol, atol=args.atol,
+                    fusion=not args.no_fusion)
+    print(format_errors(result, limit=None if args.all else 40))
+    print(result.summary())
+    return 0 if result.ok else 1
 
 
 def cmd_compile(args) -> int:
@@ -198,8 +253,11 @@ _CONFIG_HELP = ("a zoo model's configuration, repeatable: layers=2, hidden=64, s
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="aitgen", description="aitgen: a deep-learning inference compiler")
     sub = p.add_subparsers(dest="command", required=True)
-    ins = sub.add_parser("inspect", help="print a model's graph after the pass pipeline, with op counts")
-    ins.add_argument("target", help="module.py:function (returning the outputs dict) or zoo:NAME")
+    ins = sub.add_parser("inspect", help="print a model's graph after the pass pipeline, with op counts; "
+                                         "or, given a build directory, draw it (graph.html, memory.png)")
+    ins.add_argument("target", help="module.py:function (returning the outputs dict), zoo:NAME, or a directory "
+                                    "`aitgen compile` built")
+    ins.add_argument("--no-fusion", action="store_true", help="skip the fusion passes")
     ins.add_argument("--summary", action="store_true", help="op counts only, no graph text")
     ins.add_argument("--verify", action="store_true", help="verify the IR after every pass")
     ins.add_argument("--dump-passes", metavar="DIR", help="write NN-<pass>.txt after every pass")
@@ -213,6 +271,21 @@ def build_parser() -> argparse.ArgumentParser:
     comp.add_argument("--no-fusion", action="store_true", help="skip the fusion passes")
     comp.add_argument("--config", action="append", metavar="KEY=VALUE", help=_CONFIG_HELP)
     comp.set_defaults(func=cmd_compile)
+
+    dbg = sub.add_parser("debug", help="numerical bisect: build with every intermediate exposed and name the "
+                                       "first tensor that differs from the oracle (exit 1 if one does)")
+    dbg.add_argument("model", help="module.py:function (returning the outputs dict) or zoo:NAME")
+    dbg.add_argument("--target", default="cpu", help="cpu, cuda or rocm (default: cpu)")
+    dbg.add_argument("--workdir", required=True, help="directory to build into")
+    dbg.add_argument("--rtol", type=float, default=1e-4, help="relative tolerance (default 1e-4)")
+    dbg.add_argument("--atol", type=float, default=1e-5,
+                     help="absolute tolerance, times max(1, the largest |value| of the tensor) (default 1e-5)")
+    dbg.add_argument("--no-fusion", action="store_true", help="skip the fusion passes")
+    dbg.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy",
+                     help="use these inputs (all of them) instead of random ones")
+    dbg.add_argument("--all", action="store_true", help="print every tensor, not only 40 around the first divergence")
+    dbg.add_argument("--config", action="append", metavar="KEY=VALUE", help=_CONFIG_HELP)
+    dbg.set_defaults(func=cmd_debug)
 
     run = sub.add_parser("run", help="run a built model on .npy inputs")
     run.add_argument("workdir", help="a directory compile built")

@@ -16,10 +16,10 @@ from .codegen.backend import load_backend
 from .codegen.lower import lower_graph
 from .codegen.program import build_program
 from .codegen.render import render
-from .codegen.report import write_report
+from .codegen.report import write_graph_json, write_report
 from .ir.graph import Graph, Outputs
 from .options import CompileOptions
-from .passes import PIPELINE, run_pipeline
+from .passes import PIPELINE, PassFn, run_pipeline
 from .passes.memory_planning import memory_planning
 
 WEIGHTS = "weights.safetensors"
@@ -58,11 +58,13 @@ def _code(t) -> int:
 def compile_model(outputs: Union[Outputs, Graph], target: str = "auto", workdir: Union[str, Path] = "build/model",
                   *, fusion: bool = True, precision: Optional[str] = None, arch: Optional[str] = None,
                   num_runtimes: int = 1, verify: bool = False, dump_passes: Optional[str] = None,
-                  name: str = "model", progress: bool = False, extra_flags: Sequence[str] = ()):
+                  name: str = "model", progress: bool = False, extra_flags: Sequence[str] = (),
+                  extra_passes: Sequence[PassFn] = ()):
     """Compile `outputs` (a Tensor, list, dict name -> Tensor, or Graph) into `workdir` and load it.
 
     `extra_flags` are appended to every compile and to the link (e.g. sanitizer flags); they are part
-    of the object-cache key and the library's name."""
+    of the object-cache key and the library's name. `extra_passes` run after PIPELINE and before
+    memory planning (aitgen.debug.bisect exposes every intermediate as an output this way)."""
     from .runtime.model import Model
 
     t0 = time.perf_counter()
@@ -72,7 +74,7 @@ def compile_model(outputs: Union[Outputs, Graph], target: str = "auto", workdir:
     graph = outputs.copy() if isinstance(outputs, Graph) else Graph.from_outputs(outputs, name=name)
     num_ops = len(graph.ops)
     # Memory planning runs last: it needs the final schedule and the names name_graph gives.
-    graph = run_pipeline(graph, opts, list(PIPELINE) + [memory_planning])
+    graph = run_pipeline(graph, opts, list(PIPELINE) + list(extra_passes) + [memory_planning])
     backend = load_backend(target)
 
     work = Path(workdir)
@@ -106,4 +108,6 @@ def compile_model(outputs: Union[Outputs, Graph], target: str = "auto", workdir:
     (work / "model.json").write_text(json.dumps(meta, indent=1))
     write_report(work, graph, num_ops=num_ops, calls=calls, unique_kernels=len(unique), build=result,
                  seconds=time.perf_counter() - t0, target=target)
+    # What `aitgen inspect DIR` draws: the final graph, the kernels each op became, the memory plan.
+    write_graph_json(work, graph, calls)
     return Model.load(work, num_runtimes=num_runtimes)

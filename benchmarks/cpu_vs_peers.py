@@ -4,6 +4,7 @@
     python benchmarks/cpu_vs_peers.py                          # bert_base (seq 128, batch 1), resnet50 (batch 1)
     python benchmarks/cpu_vs_peers.py --models bert_base --rounds 20
     python benchmarks/cpu_vs_peers.py --small --rounds 2       # small configs: a smoke run in seconds
+    python benchmarks/cpu_vs_peers.py --no-fusion              # also aitgen built with fusion=False
 
 Each zoo model is built once with aitgen's nn (seeded weights). Its hand-written torch twin
 (aitgen/models/torch_refs.py) gets the same weights and is the torch-eager peer; an ONNX export of that
@@ -69,6 +70,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)), help="threads for every framework")
     ap.add_argument("--peers", default=",".join(PEERS), help="comma-separated subset of onnxruntime,torch")
     ap.add_argument("--small", action="store_true", help="small configurations (smoke run)")
+    ap.add_argument("--no-fusion", action="store_true",
+                    help="also build aitgen with fusion=False and time it as 'aitgen_unfused', in the same rounds")
     ap.add_argument("--out", type=Path, default=None, help="JSON path (default benchmarks/results/cpu_vs_peers[_small].json)")
     ap.add_argument("--workdir", type=Path, default=None, help="keep builds and ONNX files here (default: a temp dir)")
     ap.add_argument("--tol", type=float, default=1e-3,
@@ -163,10 +166,10 @@ def ort_runner(path: Path, feeds: dict, out_names: list, threads: int):
     return run
 
 
-def aitgen_runner(outputs: dict, feeds: dict, workdir: Path):
+def aitgen_runner(outputs: dict, feeds: dict, workdir: Path, fusion: bool = True):
     import aitgen as ag
 
-    model = ag.compile_model(outputs, target="cpu", workdir=workdir)
+    model = ag.compile_model(outputs, target="cpu", workdir=workdir, fusion=fusion)
     report = json.loads((workdir / "report.json").read_text())
     build = {k: report.get(k) for k in ("num_ops", "num_kernels", "unique_kernels", "build_seconds",
                                         "activation_bytes", "constant_bytes")}
@@ -272,6 +275,13 @@ def bench_model(name: str, args, work: Path) -> dict:
         keep.append(model)
     except Exception as e:  # recorded; the peers are still measured
         entry["errors"]["aitgen"] = _error(e)
+    if args.no_fusion:  # the same model without the fusion passes: what fusion buys, in the same rounds
+        try:
+            run, entry["aitgen_unfused_build"], model = aitgen_runner(outputs, feeds, work / f"{name}_unfused", False)
+            runners["aitgen_unfused"] = run
+            keep.append(model)
+        except Exception as e:
+            entry["errors"]["aitgen_unfused"] = _error(e)
 
     twin = reference = None
     try:
@@ -312,6 +322,8 @@ def bench_model(name: str, args, work: Path) -> dict:
     med = {k: v["median"] for k, v in entry["latency_ms"].items()}
     entry["ratio"] = {f"aitgen/{p}": med["aitgen"] / med[p] if "aitgen" in med and p in med else None
                       for p in PEERS}
+    if "aitgen_unfused" in med:
+        entry["ratio"]["aitgen/aitgen_unfused"] = med["aitgen"] / med["aitgen_unfused"] if "aitgen" in med else None
     r = entry["ratio"]["aitgen/onnxruntime"]
     entry["target"] = {"aitgen/onnxruntime <=": TARGET_RATIO, "met": None if r is None else r <= TARGET_RATIO}
     for m in keep:
@@ -343,11 +355,13 @@ def environment(args, load_at_start: float) -> dict:
 
 
 def table(results: dict) -> str:
-    rows = [("model", "aitgen ms", "onnxruntime ms", "torch ms", "aitgen/ort", "aitgen/torch", "rounds", "numerics")]
+    rows = [("model", "aitgen ms", "onnxruntime ms", "torch ms", "unfused ms", "aitgen/ort", "aitgen/torch",
+             "fused/unfused", "rounds", "numerics")]
     for name, e in results.items():
         lat, ratio = e.get("latency_ms", {}), e.get("ratio", {})
-        ms = [f"{lat[k]['median']:.2f}" if k in lat else "-" for k in ("aitgen", "onnxruntime", "torch")]
-        rs = [f"{ratio[k]:.2f}x" if ratio.get(k) else "-" for k in ("aitgen/onnxruntime", "aitgen/torch")]
+        ms = [f"{lat[k]['median']:.2f}" if k in lat else "-" for k in ("aitgen", "onnxruntime", "torch", "aitgen_unfused")]
+        rs = [f"{ratio[k]:.2f}x" if ratio.get(k) else "-"
+              for k in ("aitgen/onnxruntime", "aitgen/torch", "aitgen/aitgen_unfused")]
         num = e.get("numerics", {})
         worst = max((d for fw, per in num.get("max_abs_diff", {}).items() if fw in runnable(e)
                      for d in per.values() if d is not None), default=float("nan"))

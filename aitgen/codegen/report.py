@@ -1,8 +1,10 @@
 """<workdir>/report.json: what the build did, in numbers (keys listed in DESIGN.md)."""
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
+from typing import Optional
 
 from ..ir.graph import Graph
 
@@ -23,9 +25,128 @@ def write_report(workdir: Path, graph: Graph, *, num_ops: int, calls, unique_ker
         "cache_misses": build.cache_misses,
         "build_seconds": round(seconds, 3),
         "compile_seconds": round(build.seconds, 3),
-        "passes": [{"name": r.name, "seconds": round(r.seconds, 6), "ops_after": r.ops_after}
+        "passes": [{"name": r.name, "seconds": round(r.seconds, 6), "ops_after": r.ops_after,
+                    "kernels": getattr(r, "kernels", None), "activation_bytes": getattr(r, "activation_bytes", None)}
                    for r in graph.annotations.get("pass_records", [])],
+        # The graph as it entered the pipeline: the "before" of the first pass.
+        "pipeline_input": graph.annotations.get("pipeline_input"),
         "kernels": [{"op": c.op, "func": c.spec.func, "template": c.spec.template} for c in calls],
     }
     (workdir / "report.json").write_text(json.dumps(report, indent=1))
     return report
+
+
+# -- graph.json: what `aitgen inspect DIR` draws -------------------------------------------------
+
+def fused_kinds(attrs) -> Optional[list[str]]:
+    """The op kinds a fused op absorbed, found generically in its attrs: any field holding an
+    expression DAG (an object with `kinds()`, or with an `.expr` that has one, as an epilogue
+    does) or a list of kinds. None for an op that fused nothing."""
+    if not dataclasses.is_dataclass(attrs):
+        return None
+    found: list[str] = []
+    hit = False
+    for f in dataclasses.fields(attrs):
+        v = getattr(attrs, f.name)
+        for cand in (v, getattr(v, "expr", None)):
+            kinds = getattr(cand, "kinds", None)
+            if callable(kinds):
+                found += [_kind_str(k) for k in kinds()]
+                hit = True
+                break
+        else:
+            if f.name in ("absorbed", "fused_kinds", "fused_ops") and isinstance(v, (list, tuple)):
+                found += [_kind_str(k) for k in v]
+                hit = True
+    return found if hit else None
+
+
+def _kind_str(k) -> str:
+    return str(getattr(k, "value", k))
+
+
+def attribute_calls(graph: Graph, calls) -> tuple[list[list[int]], list[int]]:
+    """For each op of graph.ops, the indices of the calls it lowered to; and the calls no op owns
+    (copies into graph outputs). Calls come in op order, so one forward scan assigns them: a call
+    belongs to the first op, from the current one on, whose result it writes (outputs come first
+    in a call's pointers) or whose name labels it."""
+    per_op: list[list[int]] = [[] for _ in graph.ops]
+    extra: list[int] = []
+
+    def owns(op, call) -> bool:
+        if any(p is o for p in call.ptrs[:len(op.outputs)] for o in op.outputs):
+            return True
+        label = str(call.op)
+        return bool(op.name) and (label == op.name or label.startswith(op.name + " ")
+                                  or f"'{op.name}'" in label)
+
+    j = 0
+    for ci, call in enumerate(calls):
+        k = j
+        while k < len(graph.ops) and not owns(graph.ops[k], call):
+            k += 1
+        if k == len(graph.ops):
+            extra.append(ci)
+        else:
+            per_op[k].append(ci)
+            j = k
+    return per_op, extra
+
+
+def graph_description(graph: Graph, calls) -> dict:
+    """The optimised graph as JSON-able data: ops in schedule order (kind, name, tensors, the
+    kernel calls each became, the kinds a fused op absorbed) and the memory plan."""
+    from ..ir.printer import format_attrs
+    from ..passes.memory_planning import align, is_view
+
+    def tensor(t) -> dict:
+        d = {"name": t.name, "shape": [str(x) for x in t.shape], "dtype": t.dtype.value,
+             "role": t.role.value}
+        try:
+            d["bytes"] = t.nbytes_upper()
+        except Exception:  # noqa: BLE001 - a dim without an upper bound: leave it out
+            pass
+        return d
+
+    per_op, extra = attribute_calls(graph, calls)
+
+    def call(ci: int) -> dict:
+        c = calls[ci]
+        return {"index": ci, "func": c.spec.func, "template": c.spec.template, "label": str(c.op)}
+
+    ops = []
+    for i, op in enumerate(graph.ops):
+        attrs = format_attrs(op.attrs)
+        ops.append({"step": i, "name": op.name, "kind": op.kind.value, "view": is_view(op),
+                    "inputs": [t.name for t in op.inputs], "outputs": [tensor(t) for t in op.outputs],
+                    "attrs": attrs if len(attrs) <= 600 else attrs[:600] + "...",
+                    "fused": fused_kinds(op.attrs), "kernels": [call(ci) for ci in per_op[i]]})
+    step = {id(op): i for i, op in enumerate(graph.ops)}
+    plan = graph.annotations.get("memory_plan")
+    memory = None
+    if plan is not None:
+        in_place = {id(to): frm.name for _, frm, to in plan.in_place}
+        rows = []
+        for t, off in plan.offsets.items():
+            first = step.get(id(t.producer), 0)
+            last = max([step[id(u)] for u in t.users if id(u) in step] + [first])
+            row = {"name": t.name, "offset": off, "size": align(t.nbytes_upper()), "first": first, "last": last}
+            if t.producer is not None and is_view(t.producer):
+                row["view_of"] = plan.aliases[t].name if t in plan.aliases else t.producer.inputs[0].name
+            if id(t) in in_place:
+                row["in_place_over"] = in_place[id(t)]
+            rows.append(row)
+        rows.sort(key=lambda r: (r["first"], r["offset"]))
+        memory = {"arena_bytes": plan.arena_bytes, "lower_bound_bytes": plan.lower_bound_bytes,
+                  "naive_bytes": plan.naive_bytes, "strategy": plan.strategy, "tensors": rows}
+    return {"name": graph.name, "num_steps": len(graph.ops),
+            "inputs": [tensor(t) for t in graph.inputs],
+            "constants": [tensor(t) for t in graph.constants],
+            "outputs": {k: t.name for k, t in graph.outputs.items()},
+            "ops": ops, "extra_calls": [call(ci) for ci in extra], "memory": memory}
+
+
+def write_graph_json(workdir: Path, graph: Graph, calls) -> dict:
+    desc = graph_description(graph, calls)
+    (workdir / "graph.json").write_text(json.dumps(desc, indent=1))
+    return desc

@@ -6,6 +6,8 @@ Operand conventions (what the verifier and the passes see):
   weight, so the operand position alone says what an operand is (a builder given only a bias
   passes a ones constant as the weight).
 - rmsnorm: (x) or (x, weight).
+- layernorm / rmsnorm with a prologue (a fused element-wise input, see ops/prologue.py): its extra
+  operands follow, and attrs.prologue.num_inputs - 1 says how many there are.
 Parameters have x's dtype; the oracle computes every statistic in float32.
 """
 from __future__ import annotations
@@ -19,6 +21,8 @@ from ..errors import DTypeError, ShapeError
 from ..ir.dims import shape_str
 from ..ir.op import OpKind
 from ..ir.tensor import Tensor, constant
+from .fused import Expr
+from .prologue import MAX_EXTRA, with_prologue_infer, with_prologue_reference
 from .registry import Category, check, make_op1, register
 
 __all__ = ["BatchNormAttrs", "LayerNormAttrs", "GroupNormAttrs", "RMSNormAttrs",
@@ -34,6 +38,8 @@ class BatchNormAttrs:
 class LayerNormAttrs:
     num_axes: int = 1  # normalise over the last num_axes dims
     eps: float = 1e-5
+    # fused element-wise input (residual add): normalise prologue(x, extras); see ops/prologue.py
+    prologue: Optional[Expr] = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,6 +52,7 @@ class GroupNormAttrs:
 class RMSNormAttrs:
     num_axes: int = 1
     eps: float = 1e-6
+    prologue: Optional[Expr] = None  # as LayerNormAttrs.prologue
 
 
 # -- inference ------------------------------------------------------------------------------
@@ -151,10 +158,16 @@ def _ref_groupnorm(args, attrs, ctx):
 
 register(OpKind.BATCHNORM, Category.NORM, BatchNormAttrs, _infer_batchnorm, _ref_batchnorm,
          num_inputs=(5, 5), float_only=True)
-register(OpKind.LAYERNORM, Category.NORM, LayerNormAttrs, _make_infer_lastaxes(OpKind.LAYERNORM),
-         _empty_safe(_ref_layernorm), num_inputs=(1, 3), float_only=True)
-register(OpKind.RMSNORM, Category.NORM, RMSNormAttrs, _make_infer_lastaxes(OpKind.RMSNORM),
-         _empty_safe(_ref_rmsnorm), num_inputs=(1, 2), float_only=True)
+def _row_axes(attrs, ndim: int) -> int:
+    return attrs.num_axes
+
+
+# A prologue's extra operands follow weight and bias (ops/prologue.py).
+register(OpKind.LAYERNORM, Category.NORM, LayerNormAttrs,
+         with_prologue_infer(_make_infer_lastaxes(OpKind.LAYERNORM), _row_axes),
+         with_prologue_reference(_empty_safe(_ref_layernorm)), num_inputs=(1, 3 + MAX_EXTRA), float_only=True)
+register(OpKind.RMSNORM, Category.NORM, RMSNormAttrs, with_prologue_infer(_make_infer_lastaxes(OpKind.RMSNORM), _row_axes),
+         with_prologue_reference(_empty_safe(_ref_rmsnorm)), num_inputs=(1, 2 + MAX_EXTRA), float_only=True)
 register(OpKind.GROUPNORM, Category.NORM, GroupNormAttrs, _infer_groupnorm, _empty_safe(_ref_groupnorm),
          num_inputs=(1, 3), float_only=True)
 

@@ -2,12 +2,15 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import Optional
 
 import numpy as np
 
 from ..errors import ShapeError
 from ..ir.op import OpKind
 from ..ir.tensor import Tensor
+from .fused import Expr
+from .prologue import MAX_EXTRA, with_prologue_infer, with_prologue_reference
 from .registry import Category, check, make_op1, register
 
 __all__ = ["SoftmaxAttrs", "softmax"]
@@ -16,6 +19,8 @@ __all__ = ["SoftmaxAttrs", "softmax"]
 @dataclasses.dataclass(frozen=True)
 class SoftmaxAttrs:
     axis: int  # normalised to 0 <= axis < rank by the builder
+    # fused element-wise input (scale, mask add), over the last axis only; see ops/prologue.py
+    prologue: Optional[Expr] = None
 
 
 def _infer(inputs, attrs):
@@ -24,6 +29,7 @@ def _infer(inputs, attrs):
     hi = max(x.ndim, 1)
     check(isinstance(attrs.axis, int) and 0 <= attrs.axis < hi,
           f"axis {attrs.axis} must be normalised to [0, {hi}) for rank {x.ndim}")
+    check(attrs.prologue is None or attrs.axis == hi - 1, "a prologue needs the softmax over the last axis")
     return [(x.shape, x.dtype)]
 
 
@@ -40,8 +46,9 @@ def softmax_ref(x: np.ndarray, axis: int) -> np.ndarray:
         return e / np.sum(e, axis=axis, keepdims=True)
 
 
-register(OpKind.SOFTMAX, Category.SOFTMAX, SoftmaxAttrs, _infer,
-         lambda args, attrs, ctx: [softmax_ref(args[0], attrs.axis)], num_inputs=(1, 1), float_only=True)
+register(OpKind.SOFTMAX, Category.SOFTMAX, SoftmaxAttrs, with_prologue_infer(_infer, lambda attrs, ndim: 1),
+         with_prologue_reference(lambda args, attrs, ctx: [softmax_ref(args[0], attrs.axis)]),
+         num_inputs=(1, 1 + MAX_EXTRA), float_only=True)
 
 
 def softmax(x: Tensor, axis: int = -1, name=None) -> Tensor:

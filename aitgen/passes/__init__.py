@@ -13,6 +13,13 @@ from ..options import CompileOptions
 from .constant_folding import constant_folding
 from .dedup import dedup
 from .fold_batchnorm import fold_batchnorm
+from .fuse_attention import fuse_attention
+from .fuse_memory_ops import fuse_memory_ops
+from .fuse_parallel_gemms import fuse_parallel_gemms
+from .fuse_conv_elementwise import fuse_conv_elementwise
+from .fuse_elementwise import fuse_elementwise
+from .fuse_norm_elementwise import fuse_norm_elementwise
+from .fuse_mm_elementwise import fuse_mm_elementwise
 from .name_graph import name_graph
 from .remove_no_ops import remove_no_ops
 from .remove_unused import remove_unused
@@ -36,6 +43,30 @@ PIPELINE: list[PassFn] = [
     # After constant_folding and remove_no_ops: both turn different expressions into the same
     # operands (two folded copies of one constant, x*1 next to x), which only then merge.
     dedup,
+    # After constant_folding (a scale written as 1/sqrt(d) is then a constant) and before
+    # fuse_mm_elementwise / fuse_elementwise, which would take the scale, mask add and softmax
+    # input apart into epilogues and element-wise groups that no longer look like attention.
+    fuse_attention,
+    # Before fuse_mm_elementwise: it merges plain GEMMs (+ bias), and an epilogue fused first would
+    # make Q, K and V differ. After fuse_attention: it only packs GEMMs whose parts the attention
+    # reads through views, so the attention op must exist.
+    fuse_parallel_gemms,
+    # After fuse_parallel_gemms: it folds that pass's split, and the head reshapes/permutes around
+    # the attention, into the attention kernel's strided reads and writes.
+    fuse_memory_ops,
+    # After fold_batchnorm: the folded batchnorm is the conv's bias, and the ReLU and residual add
+    # after it are then the conv's direct readers. After dedup: twin readers (relu(y) twice) or twin
+    # GEMMs would each block the single-reader rule; merged, they fuse (and one GEMM is computed).
+    fuse_conv_elementwise,
+    # Same reasons as fuse_conv_elementwise; and before fuse_elementwise, so that gemm -> gelu goes
+    # into the GEMM's epilogue instead of into an element-wise group of its own.
+    fuse_mm_elementwise,
+    # After fuse_mm_elementwise / fuse_conv_elementwise: what a GEMM or conv can absorb into its
+    # epilogue saves a whole pass over memory there; the element-wise ops left over are grouped here.
+    fuse_elementwise,
+    # After fuse_elementwise: a whole element-wise group feeding a layernorm/softmax (residual add,
+    # embedding sum, scale + mask) is then one op, which the norm takes in as its prologue.
+    fuse_norm_elementwise,
     # Last: the passes above create unnamed tensors. A pass appended after this one must name
     # what it creates (or run name_graph again; it is idempotent).
     name_graph,
@@ -61,4 +92,6 @@ def optimize(outputs_or_graph: "Outputs | Graph", opts: Optional[CompileOptions]
 
 
 __all__ = ["PIPELINE", "PassFn", "PassRecord", "run_pipeline", "optimize", "toposort", "remove_unused",
-           "constant_folding", "fold_batchnorm", "remove_no_ops", "dedup", "name_graph"]
+           "constant_folding", "fold_batchnorm", "remove_no_ops", "dedup", "fuse_attention", "fuse_parallel_gemms",
+           "fuse_memory_ops", "fuse_conv_elementwise",
+           "fuse_mm_elementwise", "fuse_elementwise", "fuse_norm_elementwise", "name_graph"]

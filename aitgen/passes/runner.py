@@ -24,6 +24,33 @@ class PassRecord:
     name: str
     seconds: float
     ops_after: int
+    # What the graph costs after the pass, before any lowering: ops that launch a kernel (views
+    # launch nothing) and the naive activation bytes (every intermediate at its upper bound, no
+    # reuse). `aitgen inspect` prints them pass by pass, so a fusion shows up as a drop.
+    kernels: Optional[int] = None
+    activation_bytes: Optional[int] = None
+
+
+def graph_cost(graph: Graph) -> tuple[int, int]:
+    """(ops that launch, naive bytes of the intermediates) of a graph as it stands."""
+    from ..ops.registry import Category, get_opdef
+    outs = {id(t) for t in graph.outputs.values()}
+    kernels = nbytes = 0
+    for op in graph.ops:
+        try:
+            view = get_opdef(op.kind).category is Category.VIEW
+        except Exception:  # noqa: BLE001 - a kind without a definition is counted as a launch
+            view = False
+        if view:
+            continue  # shares its input's bytes and launches nothing
+        kernels += 1
+        for t in op.outputs:
+            if id(t) not in outs:
+                try:
+                    nbytes += t.nbytes_upper()
+                except Exception:  # noqa: BLE001 - a shape a later pass resolves: count nothing
+                    pass
+    return kernels, nbytes
 
 
 def pass_name(fn: PassFn) -> str:
@@ -33,7 +60,8 @@ def pass_name(fn: PassFn) -> str:
 def run_pipeline(graph: Graph, opts: CompileOptions, pipeline: Optional[Sequence[PassFn]] = None) -> Graph:
     """Run `pipeline` (default: passes.PIPELINE) over `graph`; returns the final graph.
 
-    The records of this run are in `graph.annotations["pass_records"]` of the returned graph.
+    The records of this run are in `graph.annotations["pass_records"]` of the returned graph, and
+    what the graph cost before the first pass in `graph.annotations["pipeline_input"]`.
     Raises PassError naming the failing pass and every pass that ran before it, with the
     original exception chained, when a pass raises, returns something other than a Graph, or
     (with opts.verify) leaves a graph that aitgen.ir.verify rejects.
@@ -54,6 +82,9 @@ def run_pipeline(graph: Graph, opts: CompileOptions, pipeline: Optional[Sequence
             raise PassError(f"the input graph fails verification before any pass ran: {e}") from e
 
     records: list[PassRecord] = []
+    kernels, nbytes = graph_cost(graph)
+    # The "before" column of the per-pass table: what the graph cost as it came in.
+    start_cost = {"ops": len(graph.ops), "kernels": kernels, "activation_bytes": nbytes}
     for index, fn in enumerate(passes, start=1):
         name = pass_name(fn)
         done = [r.name for r in records]
@@ -73,12 +104,13 @@ def run_pipeline(graph: Graph, opts: CompileOptions, pipeline: Optional[Sequence
                 if dump_dir:  # the broken graph is what the reader needs to see
                     _dump(dump_dir, f"{index:02d}-{name}.FAILED.txt", graph)
                 raise PassError(_message(name, index, done, f"left a graph that fails verification: {e}")) from e
-        records.append(PassRecord(name, seconds, len(graph.ops)))
+        records.append(PassRecord(name, seconds, len(graph.ops), *graph_cost(graph)))
         # Set after every pass, not once at the end: a pass may return a fresh Graph.
         graph.annotations["pass_records"] = list(records)
         if dump_dir:
             _dump(dump_dir, f"{index:02d}-{name}.txt", graph)
     graph.annotations["pass_records"] = list(records)
+    graph.annotations["pipeline_input"] = start_cost  # a pass may have returned a fresh Graph
     return graph
 
 

@@ -71,7 +71,7 @@ def run_oracle(graph: Graph, arrays: Sequence[np.ndarray]) -> dict[str, np.ndarr
         if v is None:
             assert t.is_constant, f"'{t.name}' is read before it is computed"
             v = t.value
-        return np.ascontiguousarray(v)
+        return np.ascontiguousarray(v).reshape(np.shape(v))  # ascontiguousarray makes 0-d 1-d
 
     for op in graph.ops:
         for o, v in zip(op.outputs, reference.eval_op(op, [value(t) for t in op.inputs], env)):

@@ -4,6 +4,12 @@ blocked over keys with an online softmax, parallel over (batch, query block).
 Batch dims broadcast through per-operand strides (0 along a broadcast dim); adjacent batch dims
 that every operand walks contiguously merge, so BERT's [B, H] batch of q/k/v is one dim and only
 the mask's [B, 1] keeps two. Sizes and strides are run-time dims: one kernel serves every layer.
+
+Operands read through a StridedView (attrs.operand_views) and a result written through
+attrs.out_view only change those strides and add an element offset per operand: that is how q, k
+and v come straight out of one packed QKV GEMM output and the result lands in [B, S, H, D] order.
+The kernel needs a unit stride along the head dim of q, k, v and the result (fuse_memory_ops only
+folds views that keep it).
 """
 from __future__ import annotations
 
@@ -11,6 +17,7 @@ import math
 
 import numpy as np
 
+from ...errors import UnsupportedOpError
 from ...ir.dims import Dim, IntImm
 from ...ir.dtype import DType
 from ...ir.op import Op, OpKind
@@ -41,19 +48,45 @@ def _merge_batch(sizes: list[Dim], strides: list[list[Dim]]) -> tuple[list[Dim],
     return sizes, strides
 
 
+def _operand(t, view, want: tuple) -> tuple[tuple, list[Dim], Dim]:
+    """(logical shape, strides read at the indices of `want` (0 where broadcast), element offset)."""
+    if view is None:
+        return tuple(t.shape), broadcast_strides(t.shape, want), IntImm(0)
+    pad = len(want) - len(view.shape)
+    strides = [IntImm(0)] * pad + [IntImm(0) if (n == 1 and w != 1) else s
+                                   for n, s, w in zip(view.shape, view.strides, want[pad:])]
+    return tuple(view.shape), strides, view.offset
+
+
 @lowering("cpu", OpKind.ATTENTION)
 def lower_attention(op: Op, ctx: LowerContext) -> list[KernelCall]:
+    a = op.attrs
+    views = a.operand_views or (None,) * len(op.inputs)
     q, k, v = op.inputs[:3]
     mask = op.inputs[3] if len(op.inputs) == 4 else None
     out = op.outputs[0]
-    batch = tuple(out.shape[:-2])
-    sq, sk, d, dv = q.shape[-2], k.shape[-2], q.shape[-1], v.shape[-1]
-    full = [broadcast_strides(q.shape, (*batch, sq, d)), broadcast_strides(k.shape, (*batch, sk, d)),
-            broadcast_strides(v.shape, (*batch, sk, dv)), broadcast_strides(out.shape, out.shape)]
-    if mask is not None:
-        full.append(broadcast_strides(mask.shape, (*batch, sq, sk)))
+    q_shape = tuple(views[0].shape) if views[0] is not None else tuple(q.shape)
+    k_shape = tuple(views[1].shape) if views[1] is not None else tuple(k.shape)
+    v_shape = tuple(views[2].shape) if views[2] is not None else tuple(v.shape)
+    sq, sk, d, dv = q_shape[-2], k_shape[-2], q_shape[-1], v_shape[-1]
+    logical_out = tuple(a.out_view.shape) if a.out_view is not None else tuple(out.shape)
+    batch = logical_out[:-2]
+    parts = [_operand(q, views[0], (*batch, sq, d)), _operand(k, views[1], (*batch, sk, d)),
+             _operand(v, views[2], (*batch, sk, dv))]
+    if a.out_view is not None:
+        parts.append((logical_out, list(a.out_view.strides), a.out_view.offset))
     else:
-        full.append([IntImm(0)] * (len(batch) + 2))
+        parts.append(_operand(out, None, logical_out))
+    if mask is not None:
+        parts.append(_operand(mask, views[3], (*batch, sq, sk)))
+    else:
+        parts.append(((), [IntImm(0)] * (len(batch) + 2), IntImm(0)))
+    for nm, (shape, st, _), n in zip(("q", "k", "v", "result"), parts, (d, d, dv, dv)):
+        if n != 1 and st[-1] != 1:
+            raise UnsupportedOpError(f"attention '{op.name}': {nm} must be contiguous along its last dim "
+                                     f"for the cpu kernel (stride {st[-1]})")
+    full = [st for _, st, _ in parts]
+    offsets = [off for _, _, off in parts]
     rb = len(batch)
     sizes, bstrides = _merge_batch(list(batch), [list(s[:rb]) for s in full])
     m_sq, m_sk = full[4][rb], full[4][rb + 1]
@@ -61,7 +94,7 @@ def lower_attention(op: Op, ctx: LowerContext) -> list[KernelCall]:
         kind = "none"
     else:
         kind = "bool" if mask.dtype is DType.bool else "add"
-    scale = op.attrs.scale
+    scale = a.scale
     if scale is None and d.is_static:
         # the reference's value, rounded to float32 the same way (an empty head dim scores 0 anyway)
         scale = 1.0 / math.sqrt(d.value) if d.value else 1.0
@@ -70,12 +103,12 @@ def lower_attention(op: Op, ctx: LowerContext) -> list[KernelCall]:
     spec = KernelSpec.make(
         ctx.template("attention.cpp.j2"), t=STORAGE[q.dtype], mask=kind,
         mask_t=STORAGE[mask.dtype] if mask is not None else "void",
-        mask_q_bcast=bool(mask is not None and m_sq == 0), causal=bool(op.attrs.causal),
+        mask_q_bcast=bool(mask is not None and m_sq == 0), causal=bool(a.causal),
         scale_from_head_dim=scale is None,
         rb=len(sizes), block_q=BLOCK_Q, block_k=BLOCK_K, par_min_flops=PAR_MIN_FLOPS)
     dims: list = [sq, sk, d, dv, *sizes]
     for s in bstrides:
         dims.extend(s)
-    dims += [full[0][rb], full[1][rb], full[2][rb], full[3][rb], m_sq, m_sk, scale_bits]
+    dims += [full[0][rb], full[1][rb], full[2][rb], full[3][rb], m_sq, m_sk, scale_bits, *offsets]
     return [KernelCall(spec, [out, q, k, v] + ([mask] if mask is not None else []), dims,
                        op.name or op.kind.value)]

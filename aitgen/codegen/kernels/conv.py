@@ -14,6 +14,7 @@ from ...ir.dims import Dim, IntImm
 from ...ir.op import Op, OpKind
 from ..lower import LowerContext, lowering
 from ..spec import CONSTANTS_VERSION, KernelCall, KernelSpec
+from . import epilogue
 from .gemm import Md, dense_strides, is_constant, md_dims, onednn_types
 
 
@@ -38,10 +39,11 @@ def _weights(shape, groups: int, transposed: bool) -> Md:
     return [IntImm(groups), og, ig, kh, kw], [sg, so, si, skh, skw]
 
 
-@lowering("cpu", OpKind.CONV2D, OpKind.CONV_TRANSPOSE2D)
+@lowering("cpu", OpKind.CONV2D, OpKind.CONV_TRANSPOSE2D, epilogue=True)
 def lower_conv(op: Op, ctx: LowerContext) -> list[KernelCall]:
-    x, w = op.inputs[:2]
-    bias = op.inputs[2] if len(op.inputs) == 3 else None
+    own, extras = epilogue.own_operands(op)  # conv_transpose2d has no epilogue: extras are none
+    x, w = own[:2]
+    bias = own[2] if len(own) == 3 else None
     out = op.outputs[0]
     a = op.attrs
     transposed = op.kind is OpKind.CONV_TRANSPOSE2D
@@ -60,9 +62,15 @@ def lower_conv(op: Op, ctx: LowerContext) -> list[KernelCall]:
     if bias is not None:
         dims += md_dims(([out.shape[3]], [IntImm(1)]))
     prepack = is_constant(ctx, w)
+    types = onednn_types(out.dtype)
+    ep, key, loop_dims = epilogue.plan(op, out, extras, first_ptr=3 + (bias is not None), key_offset=len(dims),
+                                       prepack=prepack, convert=types["convert"],
+                                       dst_md=epilogue.nhwc_md(out.shape), rank=4)
+    dims += key
     spec = KernelSpec.make(ctx.template("conv_onednn.cpp.j2"), transposed=transposed, wei_rank=len(wei[0]),
                            strides=list(a.stride), dilates=[d - 1 for d in a.dilation], padding_l=[pt, pl],
                            padding_r=pad_r, has_bias=bias is not None, prepack=prepack, nkey=len(dims),
-                           **onednn_types(out.dtype))
-    ptrs = [out, x, w] + ([bias] if bias is not None else [])
-    return [KernelCall(spec, ptrs, dims + ([CONSTANTS_VERSION] if prepack else []), op.name or op.kind.value)]
+                           **types, **ep)
+    ptrs = [out, x, w] + ([bias] if bias is not None else []) + extras
+    return [KernelCall(spec, ptrs, dims + ([CONSTANTS_VERSION] if prepack else []) + loop_dims,
+                       op.name or op.kind.value)]

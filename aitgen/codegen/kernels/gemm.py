@@ -17,6 +17,7 @@ from ...ir.tensor import Tensor
 from ..cexpr import STORAGE
 from ..lower import LowerContext, lowering
 from ..spec import CONSTANTS_VERSION, KernelCall, KernelSpec
+from . import epilogue
 
 Md = tuple[list[Dim], list[Dim]]  # (sizes, strides) of one oneDNN memory descriptor
 
@@ -60,17 +61,25 @@ def md_dims(*mds: Md) -> list[Dim]:
 
 
 def matmul_call(ctx: LowerContext, op: Op, out: Tensor, a: Tensor, b: Tensor, bias: Optional[Tensor],
-                a_md: Md, b_md: Md, c_md: Md) -> KernelCall:
+                a_md: Md, b_md: Md, c_md: Md, extras: Sequence[Tensor] = (),
+                dst_md: Optional[epilogue.DstMd] = None) -> KernelCall:
+    """`extras`: the fused epilogue's operands; `dst_md` describes one in c_md's coordinates."""
     rank = len(c_md[0])
     dims = md_dims(a_md, b_md, c_md)
     if bias is not None:  # [1, .., 1, N] dense: oneDNN broadcasts it over the rows
         n = c_md[0][-1]
         dims += md_dims(([IntImm(1)] * (rank - 1) + [n], [n] * (rank - 1) + [IntImm(1)]))
     prepack = is_constant(ctx, b)
+    types = onednn_types(out.dtype)
+    ep, key, loop_dims = epilogue.plan(op, out, list(extras), first_ptr=3 + (bias is not None), key_offset=len(dims),
+                                       prepack=prepack, convert=types["convert"],
+                                       dst_md=dst_md or epilogue.batched_md(c_md[0]), rank=rank)
+    dims += key
     spec = KernelSpec.make(ctx.template("gemm_onednn.cpp.j2"), rank=rank, has_bias=bias is not None,
-                           prepack=prepack, nkey=len(dims), **onednn_types(out.dtype))
-    ptrs = [out, a, b] + ([bias] if bias is not None else [])
-    return KernelCall(spec, ptrs, dims + ([CONSTANTS_VERSION] if prepack else []), op.name or op.kind.value)
+                           prepack=prepack, nkey=len(dims), **types, **ep)
+    ptrs = [out, a, b] + ([bias] if bias is not None else []) + list(extras)
+    return KernelCall(spec, ptrs, dims + ([CONSTANTS_VERSION] if prepack else []) + loop_dims,
+                      op.name or op.kind.value)
 
 
 def _matrix(rows: Dim, cols: Dim, transposed: bool) -> Md:
@@ -78,16 +87,17 @@ def _matrix(rows: Dim, cols: Dim, transposed: bool) -> Md:
     return ([rows, cols], [IntImm(1), rows] if transposed else [cols, IntImm(1)])
 
 
-@lowering("cpu", OpKind.GEMM)
+@lowering("cpu", OpKind.GEMM, epilogue=True)
 def lower_gemm(op: Op, ctx: LowerContext) -> list[KernelCall]:
-    a, b = op.inputs[:2]
-    bias = op.inputs[2] if len(op.inputs) == 3 else None
+    own, extras = epilogue.own_operands(op)
+    a, b = own[:2]
+    bias = own[2] if len(own) == 3 else None
     out = op.outputs[0]
     ta, tb = op.attrs.trans_a, op.attrs.trans_b
     m, n = prod(out.shape[:-1]), out.shape[-1]  # a's leading dims fold into M
     k = a.shape[0] if ta else a.shape[-1]
     return [matmul_call(ctx, op, out, a, b, bias, _matrix(m, k, ta), _matrix(k, n, tb),
-                        ([m, n], [n, IntImm(1)]))]
+                        ([m, n], [n, IntImm(1)]), extras, epilogue.folded_md(out.shape))]
 
 
 def _batched(shape: Sequence[Dim], rank: int, transposed: bool) -> Md:
@@ -99,9 +109,9 @@ def _batched(shape: Sequence[Dim], rank: int, transposed: bool) -> Md:
     return padded, strides
 
 
-@lowering("cpu", OpKind.BMM)
+@lowering("cpu", OpKind.BMM, epilogue=True)
 def lower_bmm(op: Op, ctx: LowerContext) -> list[KernelCall]:
-    a, b = op.inputs
+    (a, b), extras = epilogue.own_operands(op)
     out = op.outputs[0]
     ta, tb = op.attrs.trans_a, op.attrs.trans_b
     m, n = out.shape[-2:]
@@ -110,7 +120,8 @@ def lower_bmm(op: Op, ctx: LowerContext) -> list[KernelCall]:
         # One b for every batch: a's batch folds into M, a single (larger, faster) GEMM.
         rows = prod(out.shape[:-1])
         return [matmul_call(ctx, op, out, a, b, None, _matrix(rows, k, False), _matrix(k, n, tb),
-                            ([rows, n], [n, IntImm(1)]))]
+                            ([rows, n], [n, IntImm(1)]), extras, epilogue.folded_md(out.shape))]
     rank = len(out.shape)
     c_md = (list(out.shape), dense_strides(out.shape))
-    return [matmul_call(ctx, op, out, a, b, None, _batched(a.shape, rank, ta), _batched(b.shape, rank, tb), c_md)]
+    return [matmul_call(ctx, op, out, a, b, None, _batched(a.shape, rank, ta), _batched(b.shape, rank, tb), c_md,
+                        extras, epilogue.batched_md(out.shape))]

@@ -7,12 +7,17 @@ takes its fast path. Sizes are dims, so one kernel serves every layer and every 
 """
 from __future__ import annotations
 
+from typing import Optional
+
 from ...ir.dims import IntImm, prod
 from ...ir.dtype import DType
 from ...ir.op import Op, OpKind
-from ..cexpr import STORAGE
+from ...ir.tensor import Tensor
+from ...ops.prologue import split_prologue
+from ..cexpr import COMPUTE, STORAGE, load
 from ..lower import LowerContext, lowering
 from ..spec import KernelCall, KernelSpec
+from .elementwise import broadcast_strides, expr_cpp
 
 # Below this many elements a kernel runs on one thread: an OpenMP fork costs a few microseconds.
 PAR_THRESHOLD = 32768
@@ -31,16 +36,45 @@ def _label(op: Op) -> str:
     return op.name or op.kind.value
 
 
+def prologue_params(op: Op, x: Tensor, extras: list[Tensor], row_dims: int) -> tuple[Optional[dict], list]:
+    """Template params and extra dims of a row op's prologue (ops/prologue.py), or (None, []).
+
+    The kernel evaluates the prologue over one row of x ([rows, n]) into a float buffer. Extras
+    are read at a base computed per row from x's outer dims (appended to the dims, then the outer
+    strides of each extra) plus i when the extra covers the row, or at the base alone when it is
+    one value per row.
+    """
+    pro = getattr(op.attrs, "prologue", None)
+    if pro is None:
+        return None, []
+    outer = tuple(x.shape[:x.ndim - row_dims])
+    cpp = expr_cpp(pro, [x.dtype] + [t.dtype for t in extras])
+    loads, dims = [], list(outer)
+    for k, t in enumerate(extras):
+        st = broadcast_strides(t.shape, x.shape)
+        dense = any(v != 0 for v in st[len(outer):])
+        dims.extend(st[:len(outer)])
+        loads.append({"t": STORAGE[t.dtype], "ct": COMPUTE[t.dtype],
+                      "load": load(t.dtype, f"e{k}", f"eb{k}" + (" + i" if dense else ""))})
+    params = dict(functions=cpp["functions"], statements=cpp["statements"], extras=loads,
+                  outer_rank=len(outer), x_t=STORAGE[x.dtype], x_ct=COMPUTE[x.dtype], x_load=load(x.dtype, "x", "r * n + i"),
+                  result=f"s{pro.outputs[0]}", text=str(pro))
+    return params, dims
+
+
 @lowering("cpu", OpKind.LAYERNORM, OpKind.RMSNORM)
 def lower_rownorm(op: Op, ctx: LowerContext) -> list[KernelCall]:
-    x, out = op.inputs[0], op.outputs[0]
+    own, extras = split_prologue(op.inputs, op.attrs)
+    x, out = own[0], op.outputs[0]
     k = op.attrs.num_axes
     rows, n = prod(x.shape[:-k]), prod(x.shape[-k:])
     layer = op.kind is OpKind.LAYERNORM
+    prologue, pro_dims = prologue_params(op, x, extras, k)
     spec = KernelSpec.make(ctx.template("norm_rows.cpp.j2"), mode="layer" if layer else "rms",
-                           t=STORAGE[x.dtype], has_weight=len(op.inputs) > 1, has_bias=len(op.inputs) > 2,
-                           eps=c_float(op.attrs.eps), par_threshold=PAR_THRESHOLD)
-    return [KernelCall(spec, [out, *op.inputs], [rows, n], _label(op))]
+                           t=STORAGE[out.dtype], has_weight=len(own) > 1, has_bias=len(own) > 2,
+                           eps=c_float(op.attrs.eps), par_threshold=PAR_THRESHOLD, prologue=prologue,
+                           row_buf=SOFTMAX_ROW_BUF)
+    return [KernelCall(spec, [out, *op.inputs], [rows, n, *pro_dims], _label(op))]
 
 
 @lowering("cpu", OpKind.BATCHNORM)
@@ -63,7 +97,9 @@ def lower_groupnorm(op: Op, ctx: LowerContext) -> list[KernelCall]:
 
 @lowering("cpu", OpKind.SOFTMAX)
 def lower_softmax(op: Op, ctx: LowerContext) -> list[KernelCall]:
-    x, out = op.inputs[0], op.outputs[0]
+    own, extras = split_prologue(op.inputs, op.attrs)
+    x, out = own[0], op.outputs[0]
+    prologue, pro_dims = prologue_params(op, x, extras, 1)  # a prologue implies the last axis
     if x.ndim == 0:  # softmax of a scalar is 1: a one-element row
         dims = [IntImm(1), IntImm(1), IntImm(1)]
         last = True
@@ -73,6 +109,6 @@ def lower_softmax(op: Op, ctx: LowerContext) -> list[KernelCall]:
         dims = [prod(x.shape[:a]), x.shape[a], inner]
         last = inner == 1
     spec = KernelSpec.make(ctx.template("softmax.cpp.j2"), mode="last" if last else "strided",
-                           t=STORAGE[x.dtype], store_exp=x.dtype is DType.float32, block=SOFTMAX_BLOCK,
-                           row_buf=SOFTMAX_ROW_BUF, par_threshold=PAR_THRESHOLD)
-    return [KernelCall(spec, [out, x], dims, _label(op))]
+                           t=STORAGE[out.dtype], store_exp=out.dtype is DType.float32, block=SOFTMAX_BLOCK,
+                           row_buf=SOFTMAX_ROW_BUF, par_threshold=PAR_THRESHOLD, prologue=prologue)
+    return [KernelCall(spec, [out, *op.inputs], dims + pro_dims, _label(op))]

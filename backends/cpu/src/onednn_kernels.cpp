@@ -3,6 +3,8 @@
 // configuration, its own state, and the run's pointers and dims.
 #include "aitgen/onednn_kernels.h"
 
+#include <cstring>
+
 #include "aitgen/onednn_util.h"
 
 namespace ait {
@@ -23,6 +25,73 @@ dt compute_type(Storage s, bool convert) {
   return dt::f16;
 }
 
+dnnl::algorithm algorithm_of(PostAlg a) {
+  using A = dnnl::algorithm;
+  switch (a) {
+    case PostAlg::relu: return A::eltwise_relu;
+    case PostAlg::gelu_erf: return A::eltwise_gelu_erf;
+    case PostAlg::gelu_tanh: return A::eltwise_gelu_tanh;
+    case PostAlg::tanh: return A::eltwise_tanh;
+    case PostAlg::logistic: return A::eltwise_logistic;
+    case PostAlg::swish: return A::eltwise_swish;
+    case PostAlg::clip: return A::eltwise_clip;
+    case PostAlg::hardswish: return A::eltwise_hardswish;
+    case PostAlg::linear: return A::eltwise_linear;
+    case PostAlg::abs: return A::eltwise_abs;
+    case PostAlg::sqrt: return A::eltwise_sqrt;
+    case PostAlg::exp: return A::eltwise_exp;
+    case PostAlg::log: return A::eltwise_log;
+    case PostAlg::pow: return A::eltwise_pow;
+    case PostAlg::add: return A::binary_add;
+    case PostAlg::sub: return A::binary_sub;
+    case PostAlg::mul: return A::binary_mul;
+    case PostAlg::div: return A::binary_div;
+    case PostAlg::max: return A::binary_max;
+    case PostAlg::min: return A::binary_min;
+  }
+  throw std::runtime_error("oneDNN kernel: unknown post-op");
+}
+
+// The epilogue's post-ops as a primitive attribute; `binaries` receives their operands.
+dnnl::primitive_attr post_attr(const Epilogue& ep, const int64_t* d, dt t, std::vector<BinaryArg>& binaries) {
+  dnnl::primitive_attr attr = default_attr();
+  dnnl::post_ops po;
+  for (int i = 0; i < ep.num_post_ops; ++i) {
+    const PostOp& op = ep.post_ops[i];
+    if (op.src1 < 0) {
+      po.append_eltwise(algorithm_of(op.alg), op.alpha, op.beta);
+      continue;
+    }
+    const dnnl::memory::desc md = strided_md(ep.post_rank, d + op.md, d + op.md + ep.post_rank, t);
+    po.append_binary(algorithm_of(op.alg), md);
+    binaries.push_back({DNNL_ARG_ATTR_MULTIPLE_POST_OP(i) | DNNL_ARG_SRC_1, op.src1, md});
+  }
+  attr.set_post_ops(po);
+  return attr;
+}
+
+// The primitive `make(attr)` creates, with the epilogue's post-ops when oneDNN runs them in the same
+// implementation as the plain primitive. Otherwise (a broadcast its fast kernels lack sends it to
+// its reference kernel; or none takes them) the plain one, and the kernel's loop does the epilogue.
+template <typename Make>
+void finish_epilogue(Entry& e, const Epilogue& ep, const int64_t* d, dt t, Make&& make) {
+  auto plain = make(default_attr());
+  if (ep.num_post_ops > 0) {
+    std::vector<BinaryArg> binaries;
+    try {
+      auto fused = make(post_attr(ep, d, t, binaries));
+      if (std::strcmp(fused.impl_info_str(), plain.impl_info_str()) == 0) {
+        e.post_ops = true;
+        e.binaries = std::move(binaries);
+        finish(e, fused);
+        return;
+      }
+    } catch (const dnnl::error&) {  // unimplemented with these post-ops: the loop does them
+    }
+  }
+  finish(e, plain);
+}
+
 std::shared_ptr<Entry> make_matmul(const MatmulConfig& cfg, const int64_t* d) {
   const int r = cfg.rank;
   const dt t = compute_type(cfg.storage, cfg.convert);
@@ -37,10 +106,11 @@ std::shared_ptr<Entry> make_matmul(const MatmulConfig& cfg, const int64_t* d) {
   if (cfg.has_bias) {
     e->has_bias = true;
     e->bias = strided_md(r, d + 6 * r, d + 7 * r, t);
-    finish(*e, dnnl::matmul::primitive_desc(engine(), e->src, wei, e->bias, e->dst, default_attr()));
-  } else {
-    finish(*e, dnnl::matmul::primitive_desc(engine(), e->src, wei, e->dst, default_attr()));
   }
+  finish_epilogue(*e, cfg.epilogue, d, t, [&](const dnnl::primitive_attr& attr) {
+    return cfg.has_bias ? dnnl::matmul::primitive_desc(engine(), e->src, wei, e->bias, e->dst, attr)
+                        : dnnl::matmul::primitive_desc(engine(), e->src, wei, e->dst, attr);
+  });
   return e;
 }
 
@@ -66,26 +136,26 @@ std::shared_ptr<Entry> make_conv(const ConvConfig& cfg, const int64_t* d) {
   if (cfg.transposed) {
     using P = dnnl::deconvolution_forward::primitive_desc;
     const auto alg = dnnl::algorithm::deconvolution_direct;
-    finish(*e, cfg.has_bias ? P(engine(), prop, alg, e->src, wei, e->bias, e->dst, strides, dilates, pad_l, pad_r,
-                                default_attr())
-                            : P(engine(), prop, alg, e->src, wei, e->dst, strides, dilates, pad_l, pad_r,
-                                default_attr()));
+    finish_epilogue(*e, cfg.epilogue, d, t, [&](const dnnl::primitive_attr& attr) {
+      return cfg.has_bias ? P(engine(), prop, alg, e->src, wei, e->bias, e->dst, strides, dilates, pad_l, pad_r, attr)
+                          : P(engine(), prop, alg, e->src, wei, e->dst, strides, dilates, pad_l, pad_r, attr);
+    });
   } else {
     using P = dnnl::convolution_forward::primitive_desc;
     const auto alg = dnnl::algorithm::convolution_direct;
-    finish(*e, cfg.has_bias ? P(engine(), prop, alg, e->src, wei, e->bias, e->dst, strides, dilates, pad_l, pad_r,
-                                default_attr())
-                            : P(engine(), prop, alg, e->src, wei, e->dst, strides, dilates, pad_l, pad_r,
-                                default_attr()));
+    finish_epilogue(*e, cfg.epilogue, d, t, [&](const dnnl::primitive_attr& attr) {
+      return cfg.has_bias ? P(engine(), prop, alg, e->src, wei, e->bias, e->dst, strides, dilates, pad_l, pad_r, attr)
+                          : P(engine(), prop, alg, e->src, wei, e->dst, strides, dilates, pad_l, pad_r, attr);
+    });
   }
   return e;
 }
 
-// out = src * wei (+ bias) for one storage type; `empty` when the reduction is empty (K or C = 0),
-// where the result is the bias (or zeros) and oneDNN is not called.
+// out = epilogue(src * wei (+ bias)) for one storage type; `empty` when the reduction is empty (K or
+// C = 0), where the accumulator is the bias (or zeros) and oneDNN is not called.
 template <typename T, bool kConvert, typename Make>
-void dispatch(KernelState* st, bool prepack, int nkey, void* const* p, const int64_t* d, const int64_t* out_sizes,
-              int out_rank, int channel_axis, bool has_bias, bool empty, Make&& make) {
+void dispatch(KernelState* st, bool prepack, int nkey, const Epilogue& ep, void* const* p, const int64_t* d,
+              const int64_t* out_sizes, int out_rank, int channel_axis, bool has_bias, bool empty, Make&& make) {
   T* out = static_cast<T*>(p[0]);
   const T* bias = has_bias ? static_cast<const T*>(p[3]) : nullptr;
   const int64_t out_elems = numel(out_rank, out_sizes);
@@ -93,11 +163,13 @@ void dispatch(KernelState* st, bool prepack, int nkey, void* const* p, const int
   if (empty) {
     const int64_t c = out_sizes[channel_axis];
     fill_bias(out, bias, out_elems / c, c);
+    if (ep.loop) ep.loop(p, d);
     return;
   }
   std::shared_ptr<Entry> e = st->primitives.get(d, nkey, make);
   run<T, kConvert>(*e, out, static_cast<const T*>(p[1]), static_cast<const T*>(p[2]), bias,
-                   prepack ? &st->packs : nullptr, prepack ? d[nkey] : 0);
+                   prepack ? &st->packs : nullptr, prepack ? d[nkey] : 0, p);
+  if (ep.loop && !e->post_ops) ep.loop(p, d);
 }
 
 template <typename... Args>
@@ -120,13 +192,13 @@ void by_storage(Storage s, bool convert, Args&&... args) {
 void matmul(const MatmulConfig& cfg, KernelState* st, void* const* p, const int64_t* d) {
   const int r = cfg.rank;
   // Channels of the bias (N) are the output's last axis; K is a's last size.
-  by_storage(cfg.storage, cfg.convert, st, cfg.prepack, cfg.nkey, p, d, d + 4 * r, r, r - 1, cfg.has_bias,
-             d[r - 1] == 0, [&] { return make_matmul(cfg, d); });
+  by_storage(cfg.storage, cfg.convert, st, cfg.prepack, cfg.nkey, cfg.epilogue, p, d, d + 4 * r, r, r - 1,
+             cfg.has_bias, d[r - 1] == 0, [&] { return make_matmul(cfg, d); });
 }
 
 void conv(const ConvConfig& cfg, KernelState* st, void* const* p, const int64_t* d) {
   // out [N, O, HO, WO] sits after x's 8 dims and the weight's; channels are its axis 1; C is x's.
-  by_storage(cfg.storage, cfg.convert, st, cfg.prepack, cfg.nkey, p, d, d + 8 + 2 * cfg.wei_rank, 4, 1,
+  by_storage(cfg.storage, cfg.convert, st, cfg.prepack, cfg.nkey, cfg.epilogue, p, d, d + 8 + 2 * cfg.wei_rank, 4, 1,
              cfg.has_bias, d[1] == 0, [&] { return make_conv(cfg, d); });
 }
 

@@ -7,6 +7,10 @@
 #include <cstdint>
 #include <cstring>
 
+// Fused element-wise functors (codegen/kernels/elementwise.py node_expr) call its vectorisable
+// erf/tanh/exp, and any kernel may render one (GEMM/conv epilogues too).
+#include "aitgen/cpu_vmath.h"
+
 // Kernels are internal to the model library (hidden); model.cpp calls them by name.
 #define AIT_KERNEL extern "C" void
 

@@ -13,6 +13,30 @@ namespace onednn {
 // The tensors' storage type, as the C API codes it (cexpr.CODE).
 enum class Storage : int { f32 = 0, f16 = 1, bf16 = 2 };
 
+// A fused epilogue (aitgen/codegen/kernels/epilogue.py). Post-ops, when the expression has their
+// form: eltwise ones (src1 < 0) with oneDNN's alpha and beta, binary ones reading p[src1] through the
+// (sizes, strides) at d[md] (post_rank of each) in the coordinates of the dst descriptor. The loop
+// computes the whole expression over the stored output; it runs instead of the post-ops when oneDNN
+// would take them only in a slower implementation than the plain primitive, and after an empty
+// reduction.
+enum class PostAlg : int {
+  relu, gelu_erf, gelu_tanh, tanh, logistic, swish, clip, hardswish, linear, abs, sqrt, exp, log, pow,
+  add, sub, mul, div, max, min
+};
+struct PostOp {
+  PostAlg alg;
+  float alpha, beta;
+  int src1;
+  int md;
+};
+using EpilogueLoop = void (*)(void* const* p, const int64_t* d);
+struct Epilogue {
+  const PostOp* post_ops;  // nullptr: the expression has no post-op form, the loop always runs
+  int num_post_ops;
+  int post_rank;
+  EpilogueLoop loop;       // nullptr: no epilogue
+};
+
 // Matmul (gemm, bmm). p = {out, a, b[, bias]}. d = (sizes[rank], strides[rank]) of a [.., M, K],
 // b [.., K, N], out [.., M, N] and, with a bias, [1.., N]; then, when prepacking, the constants version.
 struct MatmulConfig {
@@ -22,6 +46,7 @@ struct MatmulConfig {
   bool has_bias;
   bool prepack;   // b is a graph constant: pack it once per constants version
   int nkey;       // dims that make the shape; d[nkey] is the constants version when prepacking
+  Epilogue epilogue;  // its operands follow the bias in p
 };
 
 // Convolution or transposed convolution (deconvolution), NHWC. p = {out, x, weight[, bias]}.
@@ -39,6 +64,7 @@ struct ConvConfig {
   bool has_bias;
   bool prepack;
   int nkey;
+  Epilogue epilogue;
 };
 
 // Per-kernel primitive cache and prepacked weights; created on a kernel's first call, never freed

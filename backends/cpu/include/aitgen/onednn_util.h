@@ -221,10 +221,19 @@ inline dnnl::primitive_attr default_attr() {
 // A primitive with src, weights, optional bias and dst, created for one shape. The descs are in
 // the compute type (float32 for float16 storage); `wei` is the weight's plain layout and
 // `wei_packed` the one the primitive reads (equal unless the primitive was created with `any`).
+// A binary post-op's operand: the execute argument, the kernel pointer it reads, its descriptor.
+struct BinaryArg {
+  int arg;
+  int ptr;
+  dnnl::memory::desc md;
+};
+
 struct Entry {
   dnnl::primitive prim;
   dnnl::memory::desc src, wei, bias, dst, wei_packed, scratchpad;
   bool has_bias = false;
+  bool post_ops = false;             // the primitive applies the epilogue (else its loop runs after)
+  std::vector<BinaryArg> binaries;   // operands of its binary post-ops
   dnnl::reorder wei_reorder;  // plain -> packed, for a weight packed on every call
   dnnl::memory::desc reorder_scratchpad;
 };
@@ -268,9 +277,10 @@ inline void pack(const Entry& e, const dnnl::memory& plain, const dnnl::memory& 
 // Execute `e` on storage pointers. With `packs` (the weight is a graph constant) the weight comes
 // from its prepacked copy for `version`; else, when the primitive wants another layout than the
 // plain one, it is reordered into scratch on every call.
+// `p`: the kernel's pointers, which the binary post-ops' operands are read from.
 template <typename T, bool kConvert>
 inline void run(const Entry& e, T* dst, const T* src, const T* wei, const T* bias, PackStore* packs,
-                int64_t version) {
+                int64_t version, void* const* p = nullptr) {
   dnnl::engine& eng = engine();
   std::unordered_map<int, dnnl::memory> args;
   args.emplace(DNNL_ARG_SRC, dnnl::memory(e.src, eng, operand<kConvert>(src, e.src, kSrc)));
@@ -287,6 +297,7 @@ inline void run(const Entry& e, T* dst, const T* src, const T* wei, const T* bia
     args.emplace(DNNL_ARG_WEIGHTS, to);
   }
   if (e.has_bias) args.emplace(DNNL_ARG_BIAS, dnnl::memory(e.bias, eng, operand<kConvert>(bias, e.bias, kBias)));
+  for (const BinaryArg& b : e.binaries) args.emplace(b.arg, dnnl::memory(b.md, eng, p[b.ptr]));
   float* dst32 = nullptr;
   if (kConvert) dst32 = static_cast<float*>(scratch(kDst, e.dst.get_size()));
   args.emplace(DNNL_ARG_DST, dnnl::memory(e.dst, eng, kConvert ? static_cast<void*>(dst32) : static_cast<void*>(dst)));

@@ -1,0 +1,196 @@
+"""The fused epilogue of a oneDNN kernel (gemm, bmm, conv2d): oneDNN post-ops where they express
+it, else a loop over the output in the same kernel, right after the oneDNN call.
+
+Post-ops are what make it fast: oneDNN applies them to the accumulators before the store, so the
+result goes to memory once. They express a chain, where each node reads the previous value and
+at most one operand: eltwise post-ops for the unary kinds (and x - e as -x + e), binary post-ops
+for add/sub/mul/div/max/min with an operand that has the output's storage type and a shape
+oneDNN's descriptor of the output can broadcast (described in the output's coordinates: a
+folded GEMM's [M, N] takes [1, N], [M, N], [M, 1] and scalars). Anything else (a DAG reading the
+accumulator twice, compares and where, casts, a broadcast the folded [M, N] cannot describe,
+binary operands of float16, which computes through float32 scratch) is the loop.
+
+Both are rendered whenever there is an epilogue: oneDNN may take some post-ops only in a slower
+implementation (a per-row [M, 1] operand makes the matmul fall back to its reference kernel), so
+the kernel compares the implementation with and without post-ops when it creates a primitive and
+runs the loop instead when they differ. The loop is also what an empty reduction (K = 0) runs.
+
+Layout of the kernel's dims: the descriptors of the oneDNN call, then one (sizes, strides) pair per
+binary post-op operand (all part of the primitive cache key), then the constants version when the
+weight is prepacked, then the loop's dims: the output's shape and each operand's broadcast strides.
+"""
+from __future__ import annotations
+
+import math
+from typing import Callable, Optional, Sequence
+
+from ...errors import UnsupportedOpError
+from ...ir.dims import Dim, IntImm, prod
+from ...ir.op import Op, OpKind
+from ...ir.tensor import Tensor
+from ...ops.fused import Epilogue, split_operands
+from ..cexpr import COMPUTE, STORAGE, load, store
+from .elementwise import broadcast_strides, expr_cpp
+
+Md = tuple[list[Dim], list[Dim]]
+DstMd = Callable[[Sequence[Dim]], Optional[Md]]  # an operand's shape -> its desc in dst coordinates
+
+_FLT_MAX = 3.4028234663852886e38
+
+# Unary kinds -> (oneDNN eltwise algorithm, alpha, beta); the names are PostAlg in onednn_kernels.h.
+_ELTWISE = {
+    OpKind.RELU: ("relu", 0.0, 0.0),
+    OpKind.TANH: ("tanh", 0.0, 0.0),
+    OpKind.SIGMOID: ("logistic", 0.0, 0.0),
+    OpKind.SILU: ("swish", 1.0, 0.0),
+    OpKind.HARDSWISH: ("hardswish", 1.0 / 6.0, 0.5),  # x * clip(x / 6 + 1/2, 0, 1)
+    OpKind.ABS: ("abs", 0.0, 0.0),
+    OpKind.SQRT: ("sqrt", 0.0, 0.0),
+    OpKind.EXP: ("exp", 0.0, 0.0),
+    OpKind.LOG: ("log", 0.0, 0.0),
+    OpKind.NEG: ("linear", -1.0, 0.0),           # alpha * x + beta
+    OpKind.RSQRT: ("pow", 1.0, -0.5),            # alpha * x ^ beta
+    OpKind.RECIPROCAL: ("pow", 1.0, -1.0),
+}
+_BINARY = {OpKind.ADD: "add", OpKind.SUB: "sub", OpKind.MUL: "mul", OpKind.DIV: "div",
+           OpKind.MAXIMUM: "max", OpKind.MINIMUM: "min"}
+_COMMUTATIVE = {OpKind.ADD, OpKind.MUL, OpKind.MAXIMUM, OpKind.MINIMUM}
+
+
+def own_operands(op: Op) -> tuple[list[Tensor], list[Tensor]]:
+    """(the op's own operands, its epilogue's extra operands)."""
+    return split_operands(op.inputs, op.attrs)
+
+
+def _eltwise(n) -> Optional[dict]:
+    if n.kind is OpKind.GELU:
+        return dict(alg="gelu_tanh" if n.attrs.approximate == "tanh" else "gelu_erf", alpha=0.0, beta=0.0, src1=-1)
+    if n.kind is OpKind.CLAMP:
+        lo = -_FLT_MAX if n.attrs.min is None else float(n.attrs.min)
+        hi = _FLT_MAX if n.attrs.max is None else float(n.attrs.max)
+        return dict(alg="clip", alpha=lo, beta=hi, src1=-1)
+    if n.kind in _ELTWISE:
+        alg, a, b = _ELTWISE[n.kind]
+        return dict(alg=alg, alpha=a, beta=b, src1=-1)
+    return None
+
+
+def _post_ops(ep: Epilogue, out: Tensor, extras: list[Tensor], convert: bool, dst_md: DstMd) -> Optional[list]:
+    """The chain as post-ops: [{alg, alpha, beta, src1 (extra index or -1), md (a Md or None)}]."""
+    e = ep.expr
+    cur, ops = 0, []
+    for i, n in enumerate(e.nodes):
+        if not n.dtype.is_float:
+            return None
+        if len(n.args) == 1 and n.args[0] == cur and (p := _eltwise(n)) is not None:
+            ops.append(p)
+        elif len(n.args) == 2 and n.kind in _BINARY and cur in n.args and n.args[0] != n.args[1]:
+            other = n.args[1] if n.args[0] == cur else n.args[0]
+            if other == 0 or other >= e.num_inputs or convert:
+                return None  # the accumulator twice, another node, or float16 scratch
+            x = extras[other - 1]
+            md = dst_md(x.shape)
+            if x.dtype != out.dtype or md is None:
+                return None
+            if n.args[0] != cur and n.kind not in _COMMUTATIVE:
+                if n.kind is not OpKind.SUB:
+                    return None
+                ops.append(dict(alg="linear", alpha=-1.0, beta=0.0, src1=-1))  # e - x = -x + e
+                ops.append(dict(alg="add", alpha=0.0, beta=0.0, src1=other - 1, md=md))
+            else:
+                ops.append(dict(alg=_BINARY[n.kind], alpha=0.0, beta=0.0, src1=other - 1, md=md))
+        else:
+            return None
+        cur = e.num_inputs + i
+    return ops if e.outputs[0] == cur else None
+
+
+def plan(op: Op, out: Tensor, extras: list[Tensor], *, first_ptr: int, key_offset: int, prepack: bool,
+         convert: bool, dst_md: DstMd, rank: int) -> tuple[dict, list[Dim], list[Dim]]:
+    """Kernel params (`epilogue`, `post_ops`), dims that join the primitive key (after key_offset),
+    and the loop's dims (after the constants version). `rank` is the rank of dst_md's descriptors."""
+    ep: Optional[Epilogue] = getattr(op.attrs, "epilogue", None)
+    if ep is None:
+        return dict(epilogue=None, post_ops=[], post_rank=0), [], []
+    if ep.expr.slot_dtypes([out.dtype] + [x.dtype for x in extras])[ep.expr.outputs[0]] != out.dtype:
+        raise UnsupportedOpError(f"{op.kind.value} '{op.name}': an epilogue that changes the result's dtype "
+                                 "has no CPU kernel")
+    key: list[Dim] = []
+    post = _post_ops(ep, out, extras, convert, dst_md) or []
+    for p in post:
+        md = p.pop("md", None)
+        p["src1"] = first_ptr + p["src1"] if p["src1"] >= 0 else -1
+        p["md"] = key_offset + len(key) if md is not None else -1
+        if md is not None:
+            key += list(md[0]) + list(md[1])
+        p["alpha"], p["beta"] = _flt(p["alpha"]), _flt(p["beta"])
+    loop_at = key_offset + len(key) + (1 if prepack else 0)
+    shape = list(out.shape)
+    loop_dims: list[Dim] = list(shape)
+    args = []
+    for j, x in enumerate(extras):
+        strides = broadcast_strides(x.shape, out.shape)
+        loop_dims += strides
+        args.append(dict(t=STORAGE[x.dtype], ct=COMPUTE[x.dtype], load=load(x.dtype, f"e{j}", "IDX"), ptr=first_ptr + j,
+                         inner=0 if strides[-1] == 0 else 1))
+    cpp = expr_cpp(ep.expr, [out.dtype] + [x.dtype for x in extras], prefix="ep")
+    out_slot = ep.expr.outputs[0]
+    params = dict(functions=cpp["functions"], statements=cpp["statements"], rank=len(shape), dims_at=loop_at,
+                  args=args, acc=load(out.dtype, "orow", "i"), store=store(out.dtype, f"s{out_slot}"))
+    return dict(epilogue=params, post_ops=post, post_rank=rank), key, loop_dims
+
+
+def _flt(v: float) -> str:
+    """A float literal for the config (max floats are spelt out; no inf in post-op parameters)."""
+    if math.isinf(v):
+        v = math.copysign(_FLT_MAX, v)
+    return repr(float(v)) + "f"
+
+
+# -- operand descriptors in the coordinates of oneDNN's dst ------------------------------------
+
+def _padded(shape: Sequence[Dim], rank: int) -> list[Dim]:
+    return [IntImm(1)] * (rank - len(shape)) + list(shape)
+
+
+def _dense(shape: Sequence[Dim]) -> list[Dim]:
+    out, acc = [], IntImm(1)
+    for d in reversed(list(shape)):
+        out.append(acc)
+        acc = acc * d
+    return out[::-1]
+
+
+def folded_md(out_shape: Sequence[Dim]) -> DstMd:
+    """dst [M, N] over an output [..., N] whose leading dims fold into M."""
+    lead, n = list(out_shape[:-1]), out_shape[-1]
+
+    def md(shape: Sequence[Dim]) -> Optional[Md]:
+        p = _padded(shape, len(out_shape))
+        if all(a == b for a, b in zip(p, out_shape)):
+            m = prod(lead)
+            return [m, n], [n, IntImm(1)]
+        last = p[-1]
+        if all(a == 1 for a in p[:-1]):
+            return [IntImm(1), last], [last, IntImm(1)]
+        if last == 1 and all(a == b for a, b in zip(p[:-1], lead)):
+            return [prod(lead), IntImm(1)], [IntImm(1), IntImm(1)]
+        return None
+    return md
+
+
+def batched_md(out_shape: Sequence[Dim]) -> DstMd:
+    """dst with the output's own shape (a batched matmul): broadcast dims are sizes of 1."""
+    def md(shape: Sequence[Dim]) -> Optional[Md]:
+        p = _padded(shape, len(out_shape))
+        return p, _dense(p)
+    return md
+
+
+def nhwc_md(out_shape: Sequence[Dim]) -> DstMd:
+    """dst [N, C, H, W] (logical) over an NHWC output."""
+    def md(shape: Sequence[Dim]) -> Optional[Md]:
+        p = _padded(shape, 4)
+        s = _dense(p)
+        return [p[0], p[3], p[1], p[2]], [s[0], s[3], s[1], s[2]]
+    return md

@@ -1,0 +1,212 @@
+"""fuse_attention: softmax(Q·Kᵀ·scale + mask)·V written out op by op becomes one ATTENTION op.
+
+Imported and hand-written models spell attention as matmuls, a scale, a mask and a softmax; the
+fused kernel (blocked over keys, online softmax) never materialises the [Sq, Sk] scores. Matched,
+anchored on a softmax over the last axis whose result only feeds the second product:
+
+    scores = q @ kᵀ      bmm(q, k, trans_b) | bmm(q, kt) | gemm(q, k, rcr) | gemm(q, kt, rrr),
+                         where q (or k) may itself be a multiply by a scalar constant
+    scores = scores * c  | scores / c             (c a constant whose elements are all equal)
+    scores = scores + m  | m + scores             (additive mask, broadcast to the scores)
+    scores = where(keep, scores, -inf)            (bool mask; a finite fill <= -1e30 only for
+                                                   the causal pattern with no additive mask)
+    out    = softmax(scores, -1) @ v              bmm | gemm (v transposed by trans_b is fine)
+
+A constant mask that is exactly the top-left causal pattern (0 / -inf added, or True kept, on and
+below the diagonal) becomes causal=True instead of an operand. Every intermediate must have no
+other reader and not be a graph output. k = ktᵀ is taken from a permute that makes kt when there
+is one (a new permute otherwise), which fuse_memory_ops later folds into the kernel's reads.
+
+The only difference from the op-by-op graph: a query row whose every key is masked out (all
+-inf) gives NaN there and zeros here. Scores are computed in float32 without per-op rounding.
+"""
+from __future__ import annotations
+
+import math
+from typing import Optional
+
+import numpy as np
+
+from ..errors import AitgenError
+from ..ir.dtype import DType
+from ..ir.graph import Graph
+from ..ir.op import Op, OpKind
+from ..ir.tensor import Tensor
+from .. import ops
+from ..ops import attention as attention_ops
+from ..ops import view as view_ops
+from ..options import CompileOptions
+from ._util import new_constant, output_ids, same_type
+
+FINITE_FILL_MAX = -1e30  # a where-fill at or below this masks a key as surely as -inf (exp underflows)
+
+
+def _scalar(t: Tensor) -> Optional[float]:
+    """The value of a constant whose elements are all equal (a scale), else None."""
+    if not t.is_constant or t.value.size == 0:
+        return None
+    v = np.asarray(t.value, np.float64).reshape(-1)
+    return float(v[0]) if np.all(v == v[0]) and np.isfinite(v[0]) else None
+
+
+def _only_reader(t: Tensor, op: Op, outs: set[int]) -> bool:
+    return len(t.users) == 1 and t.users[0] is op and id(t) not in outs
+
+
+def _other(op: Op, t: Tensor) -> Tensor:
+    return op.inputs[1] if op.inputs[0] is t else op.inputs[0]
+
+
+def _causal_pattern(value: np.ndarray, keep_value, drop_value) -> bool:
+    """Whether a constant is exactly the top-left causal pattern over its last two dims."""
+    if value.ndim < 2 or any(n != 1 for n in value.shape[:-2]):
+        return False
+    sq, sk = value.shape[-2:]
+    tril = np.arange(sk)[None, :] <= np.arange(sq)[:, None]
+    v = value.reshape(sq, sk)
+    return bool(np.all(v[tril] == keep_value) and np.all(v[~tril] == drop_value))
+
+
+def _plain_product(op: Op) -> bool:
+    """A bmm, or a gemm without bias, with A read as stored and no fused epilogue."""
+    if op.kind not in (OpKind.BMM, OpKind.GEMM) or getattr(op.attrs, "epilogue", None) is not None:
+        return False
+    return not op.attrs.trans_a and len(op.inputs) == 2
+
+
+def _transposed(t: Tensor, outs: set[int]) -> Tensor:
+    """tᵀ over the last two dims, reusing the permute that produced t when it has no other reader."""
+    p = t.producer
+    if p is not None and p.kind is OpKind.PERMUTE and len(t.users) == 1 and id(t) not in outs:
+        perm = list(p.attrs.perm)
+        perm[-1], perm[-2] = perm[-2], perm[-1]
+        if perm == list(range(len(perm))):
+            return p.inputs[0]
+        return view_ops.permute(p.inputs[0], perm, name=(p.name or "k") + "_t")
+    return view_ops.transpose(t, -1, -2, name=(t.name or "k") + "_t")
+
+
+def _prescale(t: Tensor, consumer: Op, outs: set[int]) -> tuple[Tensor, float]:
+    """(x, c) when t = x * c for a scalar constant c read only by `consumer`, else (t, 1)."""
+    p = t.producer
+    if p is not None and p.kind is OpKind.MUL and _only_reader(t, consumer, outs):
+        for x, c in ((p.inputs[0], p.inputs[1]), (p.inputs[1], p.inputs[0])):
+            s = _scalar(c)
+            if s is not None and same_type(x, t):
+                return x, s
+    return t, 1.0
+
+
+def _match(sm: Op, outs: set[int]) -> Optional[tuple[Op, dict]]:
+    probs = sm.outputs[0]
+    if sm.attrs.axis != probs.ndim - 1 or len(probs.users) != 1 or id(probs) in outs:
+        return None
+    pv = probs.users[0]
+    if not _plain_product(pv) or pv.inputs[0] is not probs or pv.inputs[1] is probs:
+        return None
+    found = _walk(sm.inputs[0], sm, outs, {"scale": None, "add": None, "keep": None, "fill": None})
+    return None if found is None else (pv, found)
+
+
+def _walk(x: Tensor, consumer: Op, outs: set[int], found: dict) -> Optional[dict]:
+    """Walk from the softmax's operand back to the first product; `found` collects the mask and
+    the scale. At an add either operand may be the scores (the mask may be computed too)."""
+    if not _only_reader(x, consumer, outs) or x.producer is None:
+        return None
+    p = x.producer
+    if _plain_product(p):
+        return {**found, "qk": p}
+    if p.kind is OpKind.ADD and found["add"] is None and found["scale"] is None:
+        # the scale must sit inside the mask: (s * c) + m, never (s + m) * c
+        for s, m in ((p.inputs[0], p.inputs[1]), (p.inputs[1], p.inputs[0])):
+            if same_type(s, x) and m.dtype == x.dtype and s is not m:
+                r = _walk(s, p, outs, {**found, "add": m})
+                if r is not None:
+                    return r
+        return None
+    if p.kind is OpKind.WHERE and found["keep"] is None and found["scale"] is None:
+        cond, a, b = p.inputs
+        for s, fill, keep in ((a, b, cond), (b, a, None)):  # where(keep, s, -inf) | where(drop, -inf, s)
+            f = -math.inf if _is_neg_inf(fill) else _scalar(fill)
+            if cond.dtype != DType.bool or f is None or not same_type(s, x) or s is fill:
+                continue
+            r = _walk(s, p, outs, {**found, "keep": keep, "drop": cond if keep is None else None, "fill": f})
+            if r is not None:
+                return r
+        return None
+    if p.kind in (OpKind.MUL, OpKind.DIV) and found["scale"] is None:
+        pairs = [(p.inputs[0], p.inputs[1])]
+        if p.kind is OpKind.MUL:
+            pairs.append((p.inputs[1], p.inputs[0]))
+        for s, c in pairs:
+            v = _scalar(c)
+            if v is not None and v != 0 and same_type(s, x):
+                return _walk(s, p, outs, {**found, "scale": v if p.kind is OpKind.MUL else 1.0 / v})
+    return None
+
+
+def _is_neg_inf(t: Tensor) -> bool:
+    if not t.is_constant or t.value.size == 0:
+        return False
+    v = np.asarray(t.value, np.float64)
+    return bool(np.all(np.isneginf(v)))
+
+
+def _build(pv: Op, f: dict, outs: set[int]) -> Optional[Tensor]:
+    qk: Op = f["qk"]
+    q, qs = _prescale(qk.inputs[0], qk, outs)
+    kk, ks = _prescale(qk.inputs[1], qk, outs)
+    trans_b = qk.attrs.trans_b
+    scale = (1.0 if f["scale"] is None else f["scale"]) * qs * ks
+    add, keep, fill = f["add"], f["keep"], f["fill"]
+    if f.get("drop") is not None:  # where(drop, -inf, s): the keys kept are the others
+        drop = f["drop"]
+        keep = new_constant(~drop.value, DType.bool) if drop.is_constant else ops.logical_not(drop)
+    causal = False
+    if keep is not None:
+        if fill != -math.inf and fill > FINITE_FILL_MAX:
+            return None
+        if fill != -math.inf and add is not None:
+            return None  # rows the additive mask empties would average over the causal fill
+        if keep.is_constant and _causal_pattern(keep.value, True, False):
+            causal, keep = True, None
+        elif fill != -math.inf or add is not None:
+            return None  # one mask operand only; a finite fill is exact only for the causal pattern
+    if add is not None and add.is_constant and _causal_pattern(add.value, 0.0, -np.inf) and not causal:
+        causal, add = True, None
+    mask = keep if keep is not None else add
+    k = kk if trans_b else _transposed(kk, outs)
+    vv = pv.inputs[1]
+    v = _transposed(vv, outs) if pv.attrs.trans_b else vv
+    try:
+        out = attention_ops.scaled_dot_product_attention(q, k, v, mask, causal=causal, scale=scale,
+                                                         name=pv.name)
+    except (AitgenError, ValueError):
+        return None
+    old = pv.outputs[0]
+    if not same_type(out, old):
+        return None  # batch dims that broadcast differently: leave the graph alone
+    return out
+
+
+def fuse_attention(graph: Graph, opts: CompileOptions) -> Graph:
+    if not opts.fusion:
+        return graph
+    outs = output_ids(graph)
+    for op in list(graph.ops):
+        if op.kind is not OpKind.SOFTMAX:
+            continue
+        m = _match(op, outs)
+        if m is None:
+            continue
+        pv, found = m
+        out = _build(pv, found, outs)
+        if out is None:
+            continue
+        old = pv.outputs[0]
+        out.name = old.name
+        graph.replace_all_uses(old, out)
+        outs = output_ids(graph)
+    # Always: a match given up half-way may have left a new transpose among some tensor's users.
+    graph.sort()
+    return graph
