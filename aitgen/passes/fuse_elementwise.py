@@ -109,8 +109,8 @@ def partition_subgraphs(graph: Graph, fusible: Callable[[Op], bool] = is_fusible
             if p is None or id(p) not in parent or not fusible(p) or tuple(t.shape) != shape:
                 continue
             a, b = find(id(p)), find(id(op))
-            if (a == b or operand_count(a, b) > max_operands or False
-                    or False):
+            if (a == b or operand_count(a, b) > max_operands or reaches(a, b, now)
+                    or reaches(b, a, now)):
                 continue
             parent[b] = a
             members[a] += members.pop(b)

@@ -101,7 +101,7 @@ def test_two_dimensional_gemm_form_and_transposed_v():
     q, k, vt = ag.Tensor([S, D], name="q"), ag.Tensor([S, D], name="k"), ag.Tensor([D + 1, S], name="vt")
     s = ops.gemm(q, k, layout="rcr") * _c(0.3)
     out, op = _check(ops.gemm(ops.softmax(s, -1), vt, layout="rcr"))
-    assert [o.kind.value for o in out.ops] == ["permute", "attention"]
+    assert [o.kind.value for o in out.ops] == ["permute", "attention"] and op.attrs.scale == pytest.approx(0.3)
 
 
 def test_key_permute_is_reused():
@@ -111,7 +111,7 @@ def test_key_permute_is_reused():
     s = ops.matmul(q, ops.permute(k4, [0, 2, 3, 1]))
     out, op = _check(ops.matmul(ops.softmax(s, -1), v))
     perm = next(o for o in out.ops if o.kind.value == "permute")
-    assert perm.attrs.perm == (0, 2, 1, 3) and perm.inputs[0] is out.input("k4")
+    assert perm.attrs.perm == (0, 2, 1, 3) and perm.inputs[0] is out.input("k4") and op.inputs[1] is perm.outputs[0]
 
 
 def test_dynamic_dims():
