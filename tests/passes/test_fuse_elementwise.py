@@ -68,6 +68,7 @@ def test_zoo_as_built_and_as_the_pipeline_hands_it_over(model):
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_random_graphs(graph):
     note(str(graph))
+    assert_groups_acyclic(graph, partition_subgraphs(graph))
     out = fuse(graph)
     for op in fused_ops(out):
         assert len(op.attrs.expr.nodes) >= 2 and len(op.inputs) <= MAX_OPERANDS
@@ -103,7 +104,33 @@ def tangled_dags(draw):
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_tangled_dags_stay_acyclic(graph):
     note(str(graph))
+    assert_groups_acyclic(graph, partition_subgraphs(graph))  # fusing a cycle would hang the sort
     fuse(graph)
+
+
+def assert_groups_acyclic(graph: Graph, groups) -> None:
+    """Kahn's algorithm over the ops with each group contracted to one node."""
+    node = {id(op): id(op) for op in graph.ops}
+    for g in groups:
+        node.update({id(op): id(g[0]) for op in g})
+    succ = {n: set() for n in node.values()}
+    for op in graph.ops:
+        for o in op.outputs:
+            succ[node[id(op)]].update(node[id(u)] for u in o.users if id(u) in node and node[id(u)] != node[id(op)])
+    indeg = {n: 0 for n in succ}
+    for n in succ:
+        for m in succ[n]:
+            indeg[m] += 1
+    ready = [n for n, d in indeg.items() if d == 0]
+    done = 0
+    while ready:
+        n = ready.pop()
+        done += 1
+        for m in succ[n]:
+            indeg[m] -= 1
+            if indeg[m] == 0:
+                ready.append(m)
+    assert done == len(succ), "the groups form a cycle"
 
 
 # -- unit cases -----------------------------------------------------------------------------------
