@@ -11,18 +11,10 @@ import aitgen as ag
 from aitgen import ops
 from aitgen.errors import DTypeError, ShapeError
 from aitgen.ops.registry import Category, get_opdef
+from op_helpers import rand, run1  # noqa: E402
 
 # float32 oracle vs a float64 einsum of the same inputs.
 F32 = dict(rtol=1e-5, atol=1e-5)
-
-
-def rand(rng, shape, dtype=np.float32):
-    return rng.standard_normal(shape).astype(dtype)
-
-
-def run1(y, feeds):
-    (out,) = ag.reference.run([y], feeds).values()
-    return out
 
 
 def stored(arr, trans):

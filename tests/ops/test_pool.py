@@ -12,24 +12,10 @@ import aitgen as ag
 from aitgen import ops
 from aitgen.errors import DTypeError, ShapeError
 from aitgen.ops.registry import Category, get_opdef
+from op_helpers import rand, run1, pad4  # noqa: E402
 
 # float32 oracle vs float64 loops; sums of at most 9 values.
 F32 = dict(rtol=1e-5, atol=1e-6)
-
-
-def rand(rng, shape, dtype=np.float32):
-    return rng.standard_normal(shape).astype(dtype)
-
-
-def run1(y, feeds):
-    (out,) = ag.reference.run([y], feeds).values()
-    return out
-
-
-def pad4(p):
-    if isinstance(p, int):
-        return (p, p, p, p)
-    return (p[0], p[0], p[1], p[1]) if len(p) == 2 else tuple(p)
 
 
 def out_size(size, lo, hi, k, s, d, ceil):
