@@ -1,0 +1,74 @@
+// Shared contract of every CUDA kernel translation unit: storage types and their float32
+// conversions (the same names the CPU backend uses, so the fused-expression C++ that
+// codegen/kernels/elementwise.py renders compiles unchanged on both), and the run state that the
+// model container sets around each run (the stream to launch on, scratch memory).
+//
+// Every kernel keeps the one signature of all backends, a host function
+//   AIT_KERNEL k_<hash>(void* const* ptrs, const int64_t* dims)
+// that launches on ait::cuda::stream() and never synchronises.
+#ifndef AITGEN_CUDA_KERNEL_CUH_
+#define AITGEN_CUDA_KERNEL_CUH_
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+
+#define AIT_KERNEL extern "C" void
+#define AIT_HD __host__ __device__ __forceinline__
+
+namespace ait {
+
+using half = __half;
+using bf16 = __nv_bfloat16;
+
+AIT_HD float to_f32(float v) { return v; }
+AIT_HD float to_f32(half v) { return __half2float(v); }
+AIT_HD float to_f32(bf16 v) { return __bfloat162float(v); }
+
+template <typename T>
+AIT_HD T from_f32(float v);
+template <>
+AIT_HD float from_f32<float>(float v) { return v; }
+template <>
+AIT_HD half from_f32<half>(float v) { return __float2half_rn(v); }
+template <>
+AIT_HD bf16 from_f32<bf16>(float v) { return __float2bfloat16_rn(v); }
+
+namespace cuda {
+
+// The run in progress on the calling thread; the container sets it before ait_generated_run and
+// clears it after (backends/cuda/src). One runtime = one stream = one arena.
+struct RunState {
+  cudaStream_t stream = nullptr;
+  int device = 0;
+  int sm_count = 0;
+  int cc_major = 0, cc_minor = 0;
+};
+RunState& run_state();
+inline cudaStream_t stream() { return run_state().stream; }
+
+// Per-runtime scratch (split-k partials and the like) of at least `bytes`, valid until the next
+// call of workspace() on this thread. Throws std::runtime_error naming `who` when it cannot grow
+// (it cannot while a CUDA graph is being captured: size it on the first, uncaptured run).
+void* workspace(size_t bytes, const char* who);
+
+// Throws std::runtime_error("<what>: <cudaGetErrorString>") — the container turns it into AIT_ERROR
+// with that message, never a crash.
+[[noreturn]] void fail(cudaError_t err, const char* what);
+inline void check(cudaError_t err, const char* what) {
+  if (err != cudaSuccess) fail(err, what);
+}
+
+inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+}  // namespace cuda
+}  // namespace ait
+
+// After every launch: a bad configuration is reported with the kernel's name.
+#define AIT_CHECK_LAUNCH(name) ::ait::cuda::check(cudaGetLastError(), name)
+
+#endif  // AITGEN_CUDA_KERNEL_CUH_
