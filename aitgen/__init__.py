@@ -17,5 +17,13 @@ _sys.modules[__name__ + ".nn"] = nn
 
 __version__ = "0.1.0"
 
+
+def load_onnx(model, **kwargs):
+    """`aitgen.frontend.onnx.load` (onnx is imported on first use: pip install 'aitgen[onnx]')."""
+    from .frontend.onnx import load
+    return load(model, **kwargs)
+
+
 __all__ = ["errors", "ir", "ops", "nn", "reference", "models", "passes", "DType", "Graph", "IntImm",
-           "IntVar", "Op", "OpKind", "Tensor", "constant", "verify", "CompileOptions", "compile_model", "Model"]
+           "IntVar", "Op", "OpKind", "Tensor", "constant", "verify", "CompileOptions", "compile_model", "Model",
+           "load_onnx"]

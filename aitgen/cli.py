@@ -1,6 +1,7 @@
 """`aitgen` command line: compile | run | bench | inspect.
 
     aitgen compile model.py:build --target cpu --workdir build/m     # or zoo:NAME
+    aitgen compile model.onnx --target cpu --workdir build/m --dim batch=1:32
     aitgen run build/m --input x=x.npy --out results/                 # prints names/shapes, writes .npy
     aitgen bench build/m --iters 50                                   # random inputs at max shapes
     aitgen inspect model.py:build --summary
@@ -42,8 +43,28 @@ def parse_config(items: Sequence[str]) -> dict:
     return config
 
 
-def load_outputs(spec: str, config: Optional[dict] = None):
-    """`path/to/module.py:function` (or `zoo:NAME`, built with `config`) -> the outputs it returns."""
+def parse_dims(items: Sequence[str]) -> dict:
+    """NAME=LB:UB pairs: bounds for an imported model's symbolic dims."""
+    dims = {}
+    for item in items or ():
+        m = re.fullmatch(r"([^=]+)=(\d+):(\d+)", item.strip())
+        if not m:
+            raise SystemExit(f"aitgen: --dim wants NAME=LB:UB, got {item!r}")
+        dims[m.group(1)] = (int(m.group(2)), int(m.group(3)))
+    return dims
+
+
+def load_outputs(spec: str, config: Optional[dict] = None, dims: Optional[dict] = None):
+    """`path/to/module.py:function` (or `zoo:NAME`, built with `config`, or `model.onnx`, its symbolic
+    dims bounded by `dims`) -> the outputs it returns."""
+    if spec.lower().endswith(".onnx") and os.path.isfile(spec):
+        if config:
+            raise SystemExit("aitgen: --config applies to zoo:NAME models only (use --dim for ONNX)")
+        from .frontend.onnx import load
+        _, outputs = load(spec, dim_bounds=dims)
+        return outputs
+    if dims:
+        raise SystemExit("aitgen: --dim applies to .onnx models only")
     if spec.startswith("zoo:"):
         from . import models
         try:
@@ -55,7 +76,7 @@ def load_outputs(spec: str, config: Optional[dict] = None):
         raise SystemExit("aitgen: --config applies to zoo:NAME models only")
     path, sep, func = spec.rpartition(":")
     if not sep or not path or not func:
-        raise SystemExit(f"aitgen: expected module.py:function or zoo:NAME, got {spec!r}")
+        raise SystemExit(f"aitgen: expected module.py:function, zoo:NAME or model.onnx, got {spec!r}")
     if not os.path.exists(path):
         raise SystemExit(f"aitgen: no such file: {path}")
     mod_name = "_aitgen_user_" + os.path.splitext(os.path.basename(path))[0]
@@ -89,7 +110,7 @@ def cmd_inspect(args) -> int:
         return inspect_build(args.target)
     if os.path.isdir(args.target):
         raise SystemExit(f"aitgen: {args.target} has no graph.json; build it with `aitgen compile` first")
-    outputs = load_outputs(args.target, parse_config(args.config))
+    outputs = load_outputs(args.target, parse_config(args.config), parse_dims(args.dim))
     graph = Graph.from_outputs(outputs)
     before = graph.op_counts()
     opts = CompileOptions(verify=args.verify, dump_passes=args.dump_passes, fusion=not args.no_fusion)
@@ -143,7 +164,7 @@ def inspect_build(workdir: str) -> int:
 def cmd_debug(args) -> int:
     from .debug import bisect, format_errors
 
-    outputs = load_outputs(args.model, parse_config(args.config))
+    outputs = load_outputs(args.model, parse_config(args.config), parse_dims(args.dim))
     feeds = _parse_inputs(args.input) or None  # None: random inputs at their max shapes
     result = bisect(outputs, feeds, target=args.target, workdir=args.workdir, rtol=args.rtol, atol=args.atol,
                     fusion=not args.no_fusion)
@@ -155,20 +176,22 @@ def cmd_debug(args) -> int:
 def cmd_compile(args) -> int:
     from .compiler import compile_model
 
-    outputs = load_outputs(args.model, parse_config(args.config))
-    model = compile_model(outputs, target=args.target, workdir=args.workdir, fusion=not args.no_fusion,
-                          progress=sys.stderr.isatty())
-    model.close()
+    outputs = load_outputs(args.model, parse_config(args.config), parse_dims(args.dim))
+    # Build only: a CUDA library builds on a machine without a GPU; `aitgen run` loads it.
+    compile_model(outputs, target=args.target, workdir=args.workdir, fusion=not args.no_fusion,
+                  arch=args.arch, precision=args.precision, progress=sys.stderr.isatty(), load=False)
+    meta = json.loads((Path(args.workdir) / "model.json").read_text())
     report = json.loads((Path(args.workdir) / "report.json").read_text())
     print(f"built {args.workdir}: {report['num_ops']} ops -> {report['num_kernels']} kernel calls "
           f"({report['unique_kernels']} unique); cache {report['cache_hits']} hits, {report['cache_misses']} misses; "
           f"{report['build_seconds']:.2f} s")
     print(f"activations {report['activation_bytes']} bytes (lower bound {report['activation_lower_bound_bytes']}, "
           f"naive {report['activation_naive_bytes']}); constants {report['constant_bytes']} bytes")
-    for name, spec in model.input_specs.items():
-        print(f"input  {name}: {spec.dtype.value} max shape {list(spec.max_shape)}")
-    for name, spec in model.output_specs.items():
-        print(f"output {name}: {spec.dtype.value} max shape {list(spec.max_shape)}")
+    if meta.get("arch"):
+        print(f"target {meta['target']} {meta['arch']}: {Path(args.workdir) / meta['library']}")
+    for kind, group in (("input ", meta["inputs"]), ("output", meta["outputs"])):
+        for name, t in group.items():
+            print(f"{kind} {name}: {t['dtype']} max shape {t['max_shape']}")
     return 0
 
 
@@ -200,13 +223,24 @@ def cmd_run(args) -> int:
     if args.out:
         os.makedirs(args.out, exist_ok=True)
     for name, arr in outputs.items():
-        line = f"{name}: {arr.dtype} {list(arr.shape)}"
+        line = f"{name}: {arr.dtype} {list(arr.shape)}{_summary(arr)}"
         if args.out:
-            path = os.path.join(args.out, f"{name}.npy")
+            # ONNX names may hold '/' or ':'; the file name keeps the safe characters only.
+            path = os.path.join(args.out, re.sub(r"[^A-Za-z0-9_.-]", "_", name) + ".npy")
             np.save(path, arr)
             line += f" -> {path}"
         print(line)
     return 0
+
+
+def _summary(arr) -> str:
+    """min/max/mean of a numeric output, for a glance at the numbers."""
+    import numpy as np
+
+    if arr.size == 0 or arr.dtype.kind not in "fiub":
+        return ""
+    a = arr.astype(np.float64)
+    return f" min {a.min():.6g} max {a.max():.6g} mean {a.mean():.6g}"
 
 
 def random_inputs(specs, seed: int = 0) -> dict:
@@ -250,6 +284,10 @@ _CONFIG_HELP = ("a zoo model's configuration, repeatable: layers=2, hidden=64, s
                 "see aitgen.models")
 
 
+_DIM_HELP = ("bounds of an ONNX model's symbolic dim, repeatable: batch=1:32 (default 1:64 for every "
+             "dim not named)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="aitgen", description="aitgen: a deep-learning inference compiler")
     sub = p.add_subparsers(dest="command", required=True)
@@ -262,14 +300,20 @@ def build_parser() -> argparse.ArgumentParser:
     ins.add_argument("--verify", action="store_true", help="verify the IR after every pass")
     ins.add_argument("--dump-passes", metavar="DIR", help="write NN-<pass>.txt after every pass")
     ins.add_argument("--config", action="append", metavar="KEY=VALUE", help=_CONFIG_HELP)
+    ins.add_argument("--dim", action="append", metavar="NAME=LB:UB", help=_DIM_HELP)
     ins.set_defaults(func=cmd_inspect)
 
     comp = sub.add_parser("compile", help="compile a model into a workdir (shared library + weights + report)")
-    comp.add_argument("model", help="module.py:function (returning the outputs dict) or zoo:NAME")
+    comp.add_argument("model", help="module.py:function (returning the outputs dict), zoo:NAME or model.onnx")
     comp.add_argument("--target", default="auto", help="cpu, cuda, rocm or auto (default: auto)")
     comp.add_argument("--workdir", required=True, help="directory to build into")
+    comp.add_argument("--arch", help="CUDA: sm_80 or sm_90a (sm_90 means sm_90a); default: the GPU present, "
+                                     "else sm_80. No GPU is needed to build")
+    comp.add_argument("--precision", choices=["float16", "bfloat16"],
+                      help="compute in float16/bfloat16 (inputs and outputs keep their dtypes)")
     comp.add_argument("--no-fusion", action="store_true", help="skip the fusion passes")
     comp.add_argument("--config", action="append", metavar="KEY=VALUE", help=_CONFIG_HELP)
+    comp.add_argument("--dim", action="append", metavar="NAME=LB:UB", help=_DIM_HELP)
     comp.set_defaults(func=cmd_compile)
 
     dbg = sub.add_parser("debug", help="numerical bisect: build with every intermediate exposed and name the "
@@ -285,12 +329,13 @@ def build_parser() -> argparse.ArgumentParser:
                      help="use these inputs (all of them) instead of random ones")
     dbg.add_argument("--all", action="store_true", help="print every tensor, not only 40 around the first divergence")
     dbg.add_argument("--config", action="append", metavar="KEY=VALUE", help=_CONFIG_HELP)
+    dbg.add_argument("--dim", action="append", metavar="NAME=LB:UB", help=_DIM_HELP)
     dbg.set_defaults(func=cmd_debug)
 
     run = sub.add_parser("run", help="run a built model on .npy inputs")
     run.add_argument("workdir", help="a directory compile built")
     run.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy", help="one per input")
-    run.add_argument("--out", metavar="DIR", help="write each output to DIR/<name>.npy")
+    run.add_argument("--out", "--output-dir", dest="out", metavar="DIR", help="write each output to DIR/<name>.npy")
     run.set_defaults(func=cmd_run)
 
     bench = sub.add_parser("bench", help="time a built model on random inputs at their max shapes")

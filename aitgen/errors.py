@@ -42,6 +42,11 @@ class ToolchainError(BuildError):
     """
 
 
+class DeviceError(AitgenError, RuntimeError):
+    """No usable device for a model: no GPU, no driver, no cuda-python, or a GPU of another arch.
+    The message says which and how to fix it."""
+
+
 class RuntimeInputError(AitgenError, ValueError):
     """A call to a compiled model or the oracle with bad inputs (name, dtype, rank, shape, bound)."""
 

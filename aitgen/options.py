@@ -10,12 +10,14 @@ from typing import Optional
 class CompileOptions:
     target: str = "cpu"
     fusion: bool = True
-    precision: Optional[str] = None      # None keeps the graph's dtypes; "float16" / "bfloat16" later
-    arch: Optional[str] = None
+    precision: Optional[str] = None      # None keeps the graph's dtypes; "float16" / "bfloat16": convert_precision
+    arch: Optional[str] = None            # resolved by compile_model: "sm_80" / "sm_90a" on CUDA, None on the CPU
     verify: bool = False                  # verify the graph after every pass (tests and debug mode)
     dump_passes: Optional[str] = None     # folder for NN-<pass>.txt dumps
     fold_constants: bool = True
     constant_fold_max_bytes: int = 1 << 30  # a folded constant larger than this stays a computation
+    allow_tf32: bool = False              # CUDA float32 GEMM/conv through TF32 tensor cores (else SIMT float32)
+    cuda_graph: bool = False              # CUDA: capture the run sequence as a CUDA graph (per bound dims)
 
     def replace(self, **kw) -> "CompileOptions":
         return dataclasses.replace(self, **kw)

@@ -34,10 +34,14 @@ def golden(request):
 
 
 def pytest_collection_modifyitems(config, items):
-    """Tests marked slow (full-size models through the oracle) run with -m slow or AITGEN_RUN_SLOW=1."""
-    if "slow" in (config.getoption("markexpr") or "") or os.environ.get("AITGEN_RUN_SLOW") == "1":
-        return
-    skip = pytest.mark.skip(reason="slow: run with -m slow or AITGEN_RUN_SLOW=1")
-    for item in items:
-        if "slow" in item.keywords:
-            item.add_marker(skip)
+    """Tests marked slow (full-size models through the oracle) run with -m slow or AITGEN_RUN_SLOW=1;
+    tests marked cuda_compile (nvcc builds of zoo models, minutes) with -m cuda_compile or
+    AITGEN_RUN_CUDA_COMPILE=1. Each is its own CI step."""
+    markexpr = config.getoption("markexpr") or ""
+    for marker, env in (("slow", "AITGEN_RUN_SLOW"), ("cuda_compile", "AITGEN_RUN_CUDA_COMPILE")):
+        if marker in markexpr or os.environ.get(env) == "1":
+            continue
+        skip = pytest.mark.skip(reason=f"{marker}: run with -m {marker} or {env}=1")
+        for item in items:
+            if marker in item.keywords:
+                item.add_marker(skip)

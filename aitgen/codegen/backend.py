@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from typing import Callable, Optional
 
 import yaml
 
@@ -19,11 +20,53 @@ class BackendConfig:
     includes: tuple[str, ...]       # relative to backends/
     static_sources: tuple[str, ...]  # relative to backends/, compiled into every model
     uses_onednn: bool = False
+    uses_cutlass: bool = False
+    # Suffix of every generated translation unit (kernels and the run sequence): it picks the
+    # language nvcc/g++ compile it as, and the templates `model<suffix>.j2` / `copy<suffix>.j2`.
+    source_suffix: str = ".cpp"
+    archs: tuple[tuple[str, tuple[str, ...]], ...] = ()   # arch -> its compile flags, in yaml order
+    default_arch: Optional[str] = None
+    arch_aliases: tuple[tuple[str, str], ...] = ()
+    capabilities: tuple[tuple[str, str], ...] = ()         # "9.0" -> "sm_90a"
 
-    def compile_flags(self) -> list[str]:
-        flags = list(self.cxxflags) + [f"-I{backends_dir() / inc}" for inc in self.includes]
+    @property
+    def arch_names(self) -> list[str]:
+        return [a for a, _ in self.archs]
+
+    def resolve_arch(self, arch: Optional[str], capability: Callable[[], Optional[tuple[int, int]]]) -> Optional[str]:
+        """The arch a build uses: `arch` as asked (aliases resolved), else the present GPU's (by
+        `capability()`, called only then), else default_arch. None for a backend without archs."""
+        if not self.archs:
+            if arch is not None:
+                raise ValueError(f"target '{self.name}' takes no arch (got {arch!r})")
+            return None
+        if arch is None:
+            cc = capability()
+            if cc is not None:
+                key = f"{cc[0]}.{cc[1]}"
+                found = dict(self.capabilities).get(key)
+                if found is None:
+                    raise ValueError(f"the GPU present has compute capability {key}, which target '{self.name}' "
+                                     f"does not build for (it builds {self.arch_names}); pass arch= explicitly")
+                return found
+            return self.default_arch
+        arch = dict(self.arch_aliases).get(arch, arch)
+        if arch not in self.arch_names:
+            raise ValueError(f"unknown arch {arch!r} for target '{self.name}'; expected one of {self.arch_names}")
+        return arch
+
+    def compile_flags(self, arch: Optional[str] = None) -> list[str]:
+        flags = list(self.cxxflags)
+        if arch is not None:
+            flags += list(dict(self.archs)[arch])
+        flags += [f"-I{backends_dir() / inc}" for inc in self.includes]
         if self.uses_onednn:
             flags += locate.onednn().compile_flags
+        if self.uses_cutlass:
+            # -isystem: CUTLASS's own warnings stay quiet, and its hundreds of headers stay out of
+            # the depfiles (the pinned version is checked by locate.cutlass() instead).
+            for d in locate.cutlass().include_dirs:
+                flags += ["-isystem", str(d)]   # nvcc wants the dir as its own argument
         return flags
 
     def link_flags(self) -> list[str]:
@@ -31,6 +74,14 @@ class BackendConfig:
         if self.uses_onednn:
             flags += locate.onednn().link_flags
         return flags
+
+    def template(self, stem: str) -> str:
+        """The per-backend template of a generated source: template('model') -> 'cuda/templates/model.cu.j2'."""
+        return f"{self.name}/templates/{stem}{self.source_suffix}.j2"
+
+
+def _pairs(raw: dict, key: str, convert=lambda v: v) -> tuple:
+    return tuple((str(k), convert(v)) for k, v in (raw.get(key) or {}).items())
 
 
 @functools.lru_cache(maxsize=None)
@@ -42,4 +93,10 @@ def load_backend(name: str) -> BackendConfig:
     return BackendConfig(name=name, compiler=raw["compiler"], cxxflags=tuple(raw.get("cxxflags", [])),
                          ldflags=tuple(raw.get("ldflags", [])), includes=tuple(raw.get("includes", [])),
                          static_sources=tuple(raw.get("static_sources", [])),
-                         uses_onednn=bool(raw.get("uses_onednn", False)))
+                         uses_onednn=bool(raw.get("uses_onednn", False)),
+                         uses_cutlass=bool(raw.get("uses_cutlass", False)),
+                         source_suffix=raw.get("source_suffix", ".cpp"),
+                         archs=_pairs(raw, "archs", lambda v: tuple(str(f) for f in v)),
+                         default_arch=raw.get("default_arch"),
+                         arch_aliases=_pairs(raw, "arch_aliases", str),
+                         capabilities=_pairs(raw, "capabilities", str))

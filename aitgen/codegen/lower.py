@@ -13,7 +13,9 @@ from ..ir.dims import prod
 from ..ir.graph import Graph
 from ..ir.op import Op, OpKind
 from ..ir.tensor import Tensor
+from ..options import CompileOptions
 from ..passes.memory_planning import MemoryPlan
+from .backend import load_backend
 from .spec import KernelCall, KernelSpec
 
 @dataclasses.dataclass(frozen=True)
@@ -26,18 +28,30 @@ class OutputRef:
 LowerFn = Callable[[Op, "LowerContext"], list[KernelCall]]
 _LOWERINGS: dict[tuple[str, OpKind], LowerFn] = {}
 _EPILOGUES: set[tuple[str, OpKind]] = set()  # lowerings that render a fused epilogue
+_FEATURES: dict[tuple[str, OpKind], frozenset] = {}  # what else a lowering renders (see supports)
 
 
-def lowering(backend: str, *kinds: OpKind, epilogue: bool = False):
+def lowering(backend: str, *kinds: OpKind, epilogue: bool = False, features=()):
     """Register a lowering function for these op kinds on a backend; `epilogue=True` says it
-    renders attrs.epilogue (a fused element-wise DAG on the result)."""
+    renders attrs.epilogue (a fused element-wise DAG on the result); `features` names optional
+    forms of the op it renders (see `supports`)."""
     def deco(fn: LowerFn) -> LowerFn:
         for k in kinds:
             _LOWERINGS[(backend, k)] = fn
             if epilogue:
                 _EPILOGUES.add((backend, k))
+            if features:
+                _FEATURES[(backend, k)] = _FEATURES.get((backend, k), frozenset()) | frozenset(features)
         return fn
     return deco
+
+
+def supports(backend: str, kind: OpKind, feature: str) -> bool:
+    """Whether `backend` renders `kind` in the optional form `feature`. A pass that creates a form
+    only some backends render asks first (group_ops: "grouped" member kinds such as "gemm";
+    fuse_memory_ops: "operand_views"), so a backend without it gets the plain graph, not an error."""
+    _load_kernels()
+    return feature in _FEATURES.get((backend, kind), frozenset())
 
 
 def supported_kinds(backend: str) -> set[OpKind]:
@@ -50,6 +64,8 @@ class LowerContext:
     backend: str
     plan: MemoryPlan
     graph: Graph
+    arch: Optional[str] = None          # the build's arch ("sm_80", "sm_90a"); None on the CPU
+    opts: Optional[CompileOptions] = None
 
     def template(self, name: str) -> str:
         return f"{self.backend}/templates/{name}"
@@ -58,16 +74,17 @@ class LowerContext:
 def copy_call(ctx: LowerContext, dst: "Tensor | OutputRef", src: Tensor, op: str) -> KernelCall:
     """A dense byte copy (views that must own their bytes, outputs that are inputs or constants)."""
     nbytes = prod(src.shape) * src.dtype.itemsize
-    return KernelCall(KernelSpec.make(ctx.template("copy.cpp.j2")), [dst, src], [nbytes], op)
+    return KernelCall(KernelSpec.make(load_backend(ctx.backend).template("copy")), [dst, src], [nbytes], op)
 
 
-def lower_graph(graph: Graph, backend: str) -> list[KernelCall]:
+def lower_graph(graph: Graph, backend: str, arch: Optional[str] = None,
+                opts: Optional[CompileOptions] = None) -> list[KernelCall]:
     """The run sequence of a graph that has been through the pipeline and memory planning."""
     _load_kernels()
     plan: Optional[MemoryPlan] = graph.annotations.get("memory_plan")
     if plan is None:
         raise ValueError("lower_graph needs graph.annotations['memory_plan'] (run memory_planning)")
-    ctx = LowerContext(backend, plan, graph)
+    ctx = LowerContext(backend, plan, graph, arch=arch, opts=opts)
     calls: list[KernelCall] = []
     copies = set(plan.view_copies)
     for op in graph.ops:

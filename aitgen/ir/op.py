@@ -27,6 +27,26 @@ class OpKind(enum.Enum):
     ERF = "erf"
     CAST = "cast"
     LOGICAL_NOT = "logical_not"
+    SIN = "sin"
+    COS = "cos"
+    TAN = "tan"
+    ASIN = "asin"
+    ACOS = "acos"
+    ATAN = "atan"
+    SINH = "sinh"
+    COSH = "cosh"
+    ASINH = "asinh"
+    ACOSH = "acosh"
+    ATANH = "atanh"
+    EXPM1 = "expm1"
+    LOG1P = "log1p"
+    FLOOR = "floor"
+    CEIL = "ceil"
+    ROUND = "round"  # half to even
+    SIGN = "sign"
+    ISNAN = "isnan"
+    ISINF = "isinf"
+    BITWISE_NOT = "bitwise_not"
     # element-wise binary (numpy broadcasting)
     ADD = "add"
     SUB = "sub"
@@ -43,6 +63,11 @@ class OpKind(enum.Enum):
     GREATER_EQUAL = "greater_equal"
     LOGICAL_AND = "logical_and"
     LOGICAL_OR = "logical_or"
+    MOD = "mod"    # floor modulo: the sign of the divisor (Python %, numpy.mod)
+    FMOD = "fmod"  # C fmod: the sign of the dividend
+    BITWISE_AND = "bitwise_and"
+    BITWISE_OR = "bitwise_or"
+    BITWISE_XOR = "bitwise_xor"
     # element-wise ternary
     WHERE = "where"
     # matmul family
@@ -65,6 +90,9 @@ class OpKind(enum.Enum):
     REDUCE_MAX = "reduce_max"
     REDUCE_MIN = "reduce_min"
     REDUCE_VAR = "reduce_var"
+    REDUCE_PROD = "reduce_prod"
+    ARGMAX = "argmax"
+    ARGMIN = "argmin"
     # views and memory ops
     RESHAPE = "reshape"
     PERMUTE = "permute"
@@ -78,6 +106,8 @@ class OpKind(enum.Enum):
     ATTENTION = "attention"
     # fused: a DAG of element-wise ops evaluated in one pass over memory (aitgen/ops/fused.py)
     FUSED_ELEMENTWISE = "fused_elementwise"
+    # horizontal: independent ops of one kind run as one kernel (aitgen/ops/grouped.py)
+    GROUPED = "grouped"
 
 
 @dataclasses.dataclass(frozen=True)

@@ -7,6 +7,7 @@ from .elementwise import broadcast_shapes  # noqa: F401
 from .fused import *  # noqa: F401,F403
 from .gather import *  # noqa: F401,F403
 from .gemm import *  # noqa: F401,F403
+from . import grouped  # noqa: F401 - registers GROUPED (ops/grouped.py); passes build it, not users
 from .norm import *  # noqa: F401,F403
 from .pool import *  # noqa: F401,F403
 from .reduce import *  # noqa: F401,F403

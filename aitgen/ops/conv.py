@@ -37,6 +37,7 @@ class ConvTranspose2dAttrs:
     output_padding: tuple[int, int] = (0, 0)
     dilation: tuple[int, int] = (1, 1)
     groups: int = 1
+    epilogue: Optional[Epilogue] = None  # as Conv2dAttrs.epilogue
 
 
 # -- argument normalisation (shared with pool.py) ------------------------------------------
@@ -226,8 +227,8 @@ def _ref_conv_t(args, attrs: ConvTranspose2dAttrs, ctx):
     return [out]
 
 
-register(OpKind.CONV_TRANSPOSE2D, Category.CONV, ConvTranspose2dAttrs, _infer_conv_t, _ref_conv_t,
-         num_inputs=(2, 3), float_only=True)
+register(OpKind.CONV_TRANSPOSE2D, Category.CONV, ConvTranspose2dAttrs, with_epilogue_infer(_infer_conv_t),
+         with_epilogue_reference(_ref_conv_t), num_inputs=(2, 3 + MAX_EXTRA), float_only=True)
 
 
 # -- builders -------------------------------------------------------------------------------

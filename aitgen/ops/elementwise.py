@@ -14,7 +14,10 @@ from ..ir.op import NoAttrs, OpKind
 from ..ir.tensor import Tensor, constant
 from .registry import Category, make_op1, register
 
-__all__ = ["GeluAttrs", "ClampAttrs", "CastAttrs", "relu", "gelu", "silu", "sigmoid", "tanh", "hardswish", "exp", "log", "sqrt", "rsqrt", "reciprocal", "abs", "neg", "erf", "logical_not", "clamp", "relu6", "cast", "add", "sub", "mul", "div", "pow", "maximum", "minimum", "equal", "not_equal", "less", "less_equal", "greater", "greater_equal", "logical_and", "logical_or", "where"]
+__all__ = ["GeluAttrs", "ClampAttrs", "CastAttrs", "relu", "gelu", "silu", "sigmoid", "tanh", "hardswish", "exp", "log", "sqrt", "rsqrt", "reciprocal", "abs", "neg", "erf", "logical_not", "clamp", "relu6", "cast", "add", "sub", "mul", "div", "pow", "maximum", "minimum", "equal", "not_equal", "less", "less_equal", "greater", "greater_equal", "logical_and", "logical_or", "where",
+           "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "expm1",
+           "log1p", "floor", "ceil", "round", "sign", "isnan", "isinf", "bitwise_not", "mod", "fmod",
+           "bitwise_and", "bitwise_or", "bitwise_xor"]
 
 Operand = Union[Tensor, int, float, bool]
 
@@ -75,9 +78,23 @@ def as_operand(x: Operand, like: Optional[Tensor]) -> Tensor:
 
 # -- unary ----------------------------------------------------------------------------------
 
-def _infer_unary(inputs, attrs):
-    (x,) = inputs
-    return [(x.shape, attrs.dtype if isinstance(attrs, CastAttrs) else x.dtype)]
+_TO_BOOL = {OpKind.ISNAN, OpKind.ISINF}
+_INT_ONLY = {OpKind.BITWISE_NOT, OpKind.BITWISE_AND, OpKind.BITWISE_OR, OpKind.BITWISE_XOR}
+
+
+def _make_infer_unary(kind: OpKind):
+    def infer(inputs, attrs):
+        (x,) = inputs
+        if kind in _INT_ONLY and not x.dtype.is_int:
+            raise DTypeError(f"needs an integer operand, got {x.dtype}")
+        if kind in _TO_BOOL:
+            return [(x.shape, DType.bool)]
+        return [(x.shape, attrs.dtype if isinstance(attrs, CastAttrs) else x.dtype)]
+    return infer
+
+
+def _sign(x):
+    return np.sign(x).astype(x.dtype)
 
 
 def _gelu(x, a):
@@ -116,10 +133,30 @@ _UNARY = {
     OpKind.ERF: (lambda x, a: special.erf(x), NoAttrs, True),
     OpKind.CAST: (_cast, CastAttrs, False),
     OpKind.LOGICAL_NOT: (lambda x, a: np.logical_not(x), NoAttrs, False),
+    OpKind.SIN: (lambda x, a: np.sin(x), NoAttrs, True),
+    OpKind.COS: (lambda x, a: np.cos(x), NoAttrs, True),
+    OpKind.TAN: (lambda x, a: np.tan(x), NoAttrs, True),
+    OpKind.ASIN: (lambda x, a: np.arcsin(x), NoAttrs, True),
+    OpKind.ACOS: (lambda x, a: np.arccos(x), NoAttrs, True),
+    OpKind.ATAN: (lambda x, a: np.arctan(x), NoAttrs, True),
+    OpKind.SINH: (lambda x, a: np.sinh(x), NoAttrs, True),
+    OpKind.COSH: (lambda x, a: np.cosh(x), NoAttrs, True),
+    OpKind.ASINH: (lambda x, a: np.arcsinh(x), NoAttrs, True),
+    OpKind.ACOSH: (lambda x, a: np.arccosh(x), NoAttrs, True),
+    OpKind.ATANH: (lambda x, a: np.arctanh(x), NoAttrs, True),
+    OpKind.EXPM1: (lambda x, a: np.expm1(x), NoAttrs, True),
+    OpKind.LOG1P: (lambda x, a: np.log1p(x), NoAttrs, True),
+    OpKind.FLOOR: (lambda x, a: np.floor(x), NoAttrs, True),
+    OpKind.CEIL: (lambda x, a: np.ceil(x), NoAttrs, True),
+    OpKind.ROUND: (lambda x, a: np.round(x), NoAttrs, True),  # numpy rounds half to even
+    OpKind.SIGN: (lambda x, a: _sign(x), NoAttrs, False),
+    OpKind.ISNAN: (lambda x, a: np.isnan(x), NoAttrs, True),
+    OpKind.ISINF: (lambda x, a: np.isinf(x), NoAttrs, True),
+    OpKind.BITWISE_NOT: (lambda x, a: np.invert(x), NoAttrs, False),
 }
 
 for _kind, (_fn, _attrs, _float) in _UNARY.items():
-    register(_kind, Category.ELEMENTWISE, _attrs, _infer_unary,
+    register(_kind, Category.ELEMENTWISE, _attrs, _make_infer_unary(_kind),
              (lambda fn: lambda args, attrs, ctx: [np.asarray(fn(args[0], attrs))])(_fn),
              num_inputs=(1, 1), float_only=_float)
 
@@ -151,6 +188,26 @@ def abs(x: Tensor, name=None) -> Tensor: return _unary(OpKind.ABS, x, name=name)
 def neg(x: Tensor, name=None) -> Tensor: return _unary(OpKind.NEG, x, name=name)
 def erf(x: Tensor, name=None) -> Tensor: return _unary(OpKind.ERF, x, name=name)
 def logical_not(x: Tensor, name=None) -> Tensor: return _unary(OpKind.LOGICAL_NOT, x, name=name)
+def sin(x: Tensor, name=None) -> Tensor: return _unary(OpKind.SIN, x, name=name)
+def cos(x: Tensor, name=None) -> Tensor: return _unary(OpKind.COS, x, name=name)
+def tan(x: Tensor, name=None) -> Tensor: return _unary(OpKind.TAN, x, name=name)
+def asin(x: Tensor, name=None) -> Tensor: return _unary(OpKind.ASIN, x, name=name)
+def acos(x: Tensor, name=None) -> Tensor: return _unary(OpKind.ACOS, x, name=name)
+def atan(x: Tensor, name=None) -> Tensor: return _unary(OpKind.ATAN, x, name=name)
+def sinh(x: Tensor, name=None) -> Tensor: return _unary(OpKind.SINH, x, name=name)
+def cosh(x: Tensor, name=None) -> Tensor: return _unary(OpKind.COSH, x, name=name)
+def asinh(x: Tensor, name=None) -> Tensor: return _unary(OpKind.ASINH, x, name=name)
+def acosh(x: Tensor, name=None) -> Tensor: return _unary(OpKind.ACOSH, x, name=name)
+def atanh(x: Tensor, name=None) -> Tensor: return _unary(OpKind.ATANH, x, name=name)
+def expm1(x: Tensor, name=None) -> Tensor: return _unary(OpKind.EXPM1, x, name=name)
+def log1p(x: Tensor, name=None) -> Tensor: return _unary(OpKind.LOG1P, x, name=name)
+def floor(x: Tensor, name=None) -> Tensor: return _unary(OpKind.FLOOR, x, name=name)
+def ceil(x: Tensor, name=None) -> Tensor: return _unary(OpKind.CEIL, x, name=name)
+def round(x: Tensor, name=None) -> Tensor: return _unary(OpKind.ROUND, x, name=name)  # noqa: A001 - half to even
+def sign(x: Tensor, name=None) -> Tensor: return _unary(OpKind.SIGN, x, name=name)
+def isnan(x: Tensor, name=None) -> Tensor: return _unary(OpKind.ISNAN, x, name=name)
+def isinf(x: Tensor, name=None) -> Tensor: return _unary(OpKind.ISINF, x, name=name)
+def bitwise_not(x: Tensor, name=None) -> Tensor: return _unary(OpKind.BITWISE_NOT, x, name=name)
 
 
 def clamp(x: Tensor, min: Optional[float] = None, max: Optional[float] = None, name=None) -> Tensor:  # noqa: A002
@@ -176,7 +233,7 @@ def cast(x: Tensor, dtype, name=None) -> Tensor:
 _COMPARE = {OpKind.EQUAL, OpKind.NOT_EQUAL, OpKind.LESS, OpKind.LESS_EQUAL, OpKind.GREATER,
             OpKind.GREATER_EQUAL}
 _LOGICAL = {OpKind.LOGICAL_AND, OpKind.LOGICAL_OR}
-_NO_BOOL = {OpKind.SUB, OpKind.DIV}  # as in torch; bool add/mul/max/min are or/and
+_NO_BOOL = {OpKind.SUB, OpKind.DIV, OpKind.MOD, OpKind.FMOD}  # as in torch; bool add/mul/max/min are or/and
 
 
 def _make_infer_binary(kind: OpKind):
@@ -190,6 +247,8 @@ def _make_infer_binary(kind: OpKind):
             raise DTypeError(f"needs numeric operands, got {a.dtype}")
         if kind == OpKind.POW and not a.dtype.is_float:
             raise DTypeError(f"needs float operands, got {a.dtype}")
+        if kind in _INT_ONLY and not a.dtype.is_int:
+            raise DTypeError(f"needs integer operands, got {a.dtype}")
         out_dtype = DType.bool if kind in _COMPARE else a.dtype
         return [(broadcast_shapes(a.shape, b.shape), out_dtype)]
     return infer
@@ -201,12 +260,28 @@ def _div(a, b):
     return a / b
 
 
+def _mod(a, b):
+    """Floor modulo (sign of the divisor); an integer modulo by 0 gives 0, as the kernels do."""
+    if a.dtype.kind in "iu":
+        return np.where(b == 0, 0, np.mod(a, np.where(b == 0, 1, b))).astype(a.dtype)
+    return np.mod(a, b)
+
+
+def _fmod(a, b):
+    """C fmod (sign of the dividend); an integer fmod by 0 gives 0."""
+    if a.dtype.kind in "iu":
+        return np.where(b == 0, 0, np.fmod(a, np.where(b == 0, 1, b))).astype(a.dtype)
+    return np.fmod(a, b)
+
+
 _BINARY = {
     OpKind.ADD: np.add, OpKind.SUB: np.subtract, OpKind.MUL: np.multiply, OpKind.DIV: _div,
     OpKind.POW: np.power, OpKind.MAXIMUM: np.maximum, OpKind.MINIMUM: np.minimum,
     OpKind.EQUAL: np.equal, OpKind.NOT_EQUAL: np.not_equal, OpKind.LESS: np.less,
     OpKind.LESS_EQUAL: np.less_equal, OpKind.GREATER: np.greater, OpKind.GREATER_EQUAL: np.greater_equal,
     OpKind.LOGICAL_AND: np.logical_and, OpKind.LOGICAL_OR: np.logical_or,
+    OpKind.MOD: _mod, OpKind.FMOD: _fmod, OpKind.BITWISE_AND: np.bitwise_and,
+    OpKind.BITWISE_OR: np.bitwise_or, OpKind.BITWISE_XOR: np.bitwise_xor,
 }
 
 for _kind, _fn in _BINARY.items():
@@ -241,6 +316,11 @@ def greater(a: Operand, b: Operand, name=None) -> Tensor: return _binary(OpKind.
 def greater_equal(a: Operand, b: Operand, name=None) -> Tensor: return _binary(OpKind.GREATER_EQUAL, a, b, name)
 def logical_and(a: Operand, b: Operand, name=None) -> Tensor: return _binary(OpKind.LOGICAL_AND, a, b, name)
 def logical_or(a: Operand, b: Operand, name=None) -> Tensor: return _binary(OpKind.LOGICAL_OR, a, b, name)
+def mod(a: Operand, b: Operand, name=None) -> Tensor: return _binary(OpKind.MOD, a, b, name)
+def fmod(a: Operand, b: Operand, name=None) -> Tensor: return _binary(OpKind.FMOD, a, b, name)
+def bitwise_and(a: Operand, b: Operand, name=None) -> Tensor: return _binary(OpKind.BITWISE_AND, a, b, name)
+def bitwise_or(a: Operand, b: Operand, name=None) -> Tensor: return _binary(OpKind.BITWISE_OR, a, b, name)
+def bitwise_xor(a: Operand, b: Operand, name=None) -> Tensor: return _binary(OpKind.BITWISE_XOR, a, b, name)
 
 
 # -- where ----------------------------------------------------------------------------------

@@ -80,9 +80,13 @@ class Expr:
 @dataclasses.dataclass(frozen=True)
 class FusedElementwiseAttrs:
     expr: Expr
+    # per operand: None, or a strided window of it read instead (ops/operand_views.py)
+    operand_views: Optional[tuple[Any, ...]] = None
 
 
 def _infer_fused(inputs, attrs: FusedElementwiseAttrs):
+    from .operand_views import logical_inputs
+    inputs = logical_inputs(inputs, attrs)
     e = attrs.expr
     e.validate()
     if len(inputs) != e.num_inputs:
@@ -93,6 +97,9 @@ def _infer_fused(inputs, attrs: FusedElementwiseAttrs):
 
 
 def _ref_fused(args, attrs: FusedElementwiseAttrs, ctx):
+    if attrs.operand_views is not None:
+        from .attention import _read
+        args = [_read(a, v, ctx.env) for a, v in zip(args, attrs.operand_views)]
     outs = attrs.expr.evaluate(args)
     return [np.broadcast_to(o, s).copy() for o, s in zip(outs, ctx.out_shapes)]
 
@@ -103,6 +110,12 @@ register(OpKind.FUSED_ELEMENTWISE, Category.ELEMENTWISE, FusedElementwiseAttrs, 
 
 def fused_elementwise(inputs: Sequence[Tensor], expr: Expr, name: Optional[str] = None) -> list[Tensor]:
     return make_op(OpKind.FUSED_ELEMENTWISE, list(inputs), FusedElementwiseAttrs(expr), name)
+
+
+def single_op_expr(op) -> Expr:
+    """A lone element-wise op as an expression of one node (the fused path takes it as it is)."""
+    n = len(op.inputs)
+    return Expr(n, (ExprNode(op.kind, op.attrs, tuple(range(n)), op.outputs[0].dtype),), (n,))
 
 
 # -- epilogues on GEMM / BMM / CONV2D -----------------------------------------------------------

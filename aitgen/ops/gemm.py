@@ -12,6 +12,7 @@ from ..ir.op import OpKind
 from ..ir.tensor import Tensor
 from .elementwise import broadcast_shapes
 from .fused import MAX_EXTRA, Epilogue, with_epilogue_infer, with_epilogue_reference
+from .operand_views import StridedView, matrix_view, with_views_infer, with_views_reference
 from .registry import Category, check, make_op1, register
 
 __all__ = ["GemmAttrs", "BmmAttrs", "gemm", "bmm", "linear", "matmul"]
@@ -24,6 +25,8 @@ class GemmAttrs:
     trans_a: bool = False
     trans_b: bool = False
     epilogue: Optional["Epilogue"] = None
+    # per operand: None, or a strided window of it that the GEMM reads instead (ops/operand_views.py)
+    operand_views: Optional[tuple[Optional[StridedView], ...]] = None
 
     @property
     def layout(self) -> str:  # AITemplate's names: a, b, c; c is always row-major
@@ -48,6 +51,17 @@ def _check_dtypes(inputs) -> None:
 
 
 # -- gemm -----------------------------------------------------------------------------------
+
+def _check_gemm_views(inputs, attrs: GemmAttrs) -> None:
+    """Only A is read through a view, one whose leading dims fold into the rows."""
+    views = attrs.operand_views
+    if views is None:
+        return
+    check(len(views) == len(inputs), f"{len(views)} operand views for {len(inputs)} operands")
+    check(all(v is None for v in views[1:]), "only operand a may be read through a view")
+    check(views[0] is None or not attrs.trans_a and matrix_view(views[0]) is not None,
+          f"a's view {views[0]} is not a row-major window of rows (or a is transposed)")
+
 
 def _infer_gemm(inputs, attrs: GemmAttrs):
     _check_dtypes(inputs)
@@ -86,8 +100,13 @@ def _ref_gemm(args, attrs: GemmAttrs, ctx):
     return [out]
 
 
-register(OpKind.GEMM, Category.GEMM, GemmAttrs, with_epilogue_infer(_infer_gemm), with_epilogue_reference(_ref_gemm),
-         num_inputs=(2, 3 + MAX_EXTRA), float_only=True)
+def _infer_gemm_viewed(inputs, attrs: GemmAttrs):
+    _check_gemm_views(inputs, attrs)
+    return with_views_infer(with_epilogue_infer(_infer_gemm))(inputs, attrs)
+
+
+register(OpKind.GEMM, Category.GEMM, GemmAttrs, _infer_gemm_viewed,
+         with_views_reference(with_epilogue_reference(_ref_gemm)), num_inputs=(2, 3 + MAX_EXTRA), float_only=True)
 
 
 # -- bmm ------------------------------------------------------------------------------------

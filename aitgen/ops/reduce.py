@@ -1,4 +1,4 @@
-"""Reductions: sum, mean, max, min, var over axes, with keepdims.
+"""Reductions: sum, mean, max, min, var, prod over axes, with keepdims; argmax / argmin along one axis.
 
 `axes`: None reduces every axis; an int or a sequence of ints (negative counts from the end)
 reduces those; an empty sequence reduces nothing (numpy's meaning of `axis=()`). A repeated axis is
@@ -19,7 +19,8 @@ from ..ir.op import OpKind
 from ..ir.tensor import Tensor
 from .registry import Category, check, make_op1, register
 
-__all__ = ["ReduceAttrs", "reduce_sum", "reduce_mean", "reduce_max", "reduce_min", "reduce_var"]
+__all__ = ["ReduceAttrs", "ArgReduceAttrs", "reduce_sum", "reduce_mean", "reduce_max", "reduce_min",
+           "reduce_var", "reduce_prod", "argmax", "argmin"]
 
 Axes = Optional[Union[int, Sequence[int]]]
 
@@ -78,6 +79,8 @@ _REFS = {
     OpKind.REDUCE_MAX: (_extremum(np.max, "max"), False),
     OpKind.REDUCE_MIN: (_extremum(np.min, "min"), False),
     OpKind.REDUCE_VAR: (_ref_var, True),
+    # An int product wraps like a fixed-width accumulator; an empty product is 1.
+    OpKind.REDUCE_PROD: (lambda x, a: np.prod(x, axis=a.axes, keepdims=a.keepdims, dtype=x.dtype), False),
 }
 
 for _kind, (_fn, _float) in _REFS.items():
@@ -135,3 +138,74 @@ def reduce_min(x: Tensor, axes: Axes = None, keepdims: bool = False, name=None) 
 def reduce_var(x: Tensor, axes: Axes = None, keepdims: bool = False, correction: int = 0, name=None) -> Tensor:
     """Variance with `correction` subtracted from the count: 0 population, 1 sample (Bessel)."""
     return _reduce(OpKind.REDUCE_VAR, x, axes, keepdims, correction, name)
+
+
+def reduce_prod(x: Tensor, axes: Axes = None, keepdims: bool = False, name=None) -> Tensor:
+    return _reduce(OpKind.REDUCE_PROD, x, axes, keepdims, 0, name)
+
+
+# -- argmax / argmin ------------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class ArgReduceAttrs:
+    """Index (int64) of the extreme element along `axis` (normalised, >= 0). Ties pick the first
+    index, or the last with select_last_index; a NaN counts as the extreme (numpy's rule)."""
+    axis: int
+    keepdims: bool = True
+    select_last_index: bool = False
+
+
+def _infer_arg(inputs, attrs):
+    (x,) = inputs
+    check(x.dtype != DType.bool, "needs a float or int operand, got bool (cast it first)", DTypeError)
+    check(x.ndim >= 1, "needs an operand of rank >= 1")
+    ax = attrs.axis
+    check(isinstance(ax, int) and 0 <= ax < x.ndim, f"axis {ax!r} must be normalised to [0, {x.ndim})")
+    n = x.shape[ax]
+    check(n.upper >= 1 and (not n.is_static or n.value >= 1),
+          f"axis {ax} has size {n}; the index of an extreme of nothing is undefined")
+    if attrs.keepdims:
+        shape = tuple(IntImm(1) if i == ax else d for i, d in enumerate(x.shape))
+    else:
+        shape = tuple(d for i, d in enumerate(x.shape) if i != ax)
+    return [(shape, DType.int64)]
+
+
+def _arg_ref(fn):
+    def ref(args, attrs, ctx):
+        x = args[0]
+        if x.shape[attrs.axis] == 0:
+            raise RuntimeInputError(f"arg-reduction over axis {attrs.axis} of size 0 (shape {list(x.shape)})")
+        if attrs.select_last_index:
+            # The last extreme index is the first one of the flipped axis, counted from the end.
+            idx = x.shape[attrs.axis] - 1 - fn(np.flip(x, attrs.axis), axis=attrs.axis)
+        else:
+            idx = fn(x, axis=attrs.axis)
+        idx = idx.astype(np.int64)
+        return [np.expand_dims(idx, attrs.axis) if attrs.keepdims else idx]
+    return ref
+
+
+register(OpKind.ARGMAX, Category.REDUCE, ArgReduceAttrs, _infer_arg, _arg_ref(np.argmax), num_inputs=(1, 1))
+register(OpKind.ARGMIN, Category.REDUCE, ArgReduceAttrs, _infer_arg, _arg_ref(np.argmin), num_inputs=(1, 1))
+
+
+def _arg(kind: OpKind, x: Tensor, axis: int, keepdims: bool, select_last_index: bool, name) -> Tensor:
+    label = kind.value + (f" '{name}'" if name else "")
+    if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)):
+        raise ShapeError(f"{label}: axis must be an int, got {axis!r}")
+    if isinstance(x, Tensor) and x.ndim:
+        (axis,) = normalize_axes(int(axis), x.ndim, label)
+    return make_op1(kind, [x], ArgReduceAttrs(axis, bool(keepdims), bool(select_last_index)), name)
+
+
+def argmax(x: Tensor, axis: int = 0, keepdims: bool = True, select_last_index: bool = False,
+           name=None) -> Tensor:
+    """int64 index of the largest element along `axis` (ONNX ArgMax, numpy argmax)."""
+    return _arg(OpKind.ARGMAX, x, axis, keepdims, select_last_index, name)
+
+
+def argmin(x: Tensor, axis: int = 0, keepdims: bool = True, select_last_index: bool = False,
+           name=None) -> Tensor:
+    """int64 index of the smallest element along `axis` (ONNX ArgMin, numpy argmin)."""
+    return _arg(OpKind.ARGMIN, x, axis, keepdims, select_last_index, name)

@@ -30,6 +30,7 @@ class Category(enum.Enum):
     MEMORY = "memory"    # data movement: permute, concat, split, slice, pad, expand
     GATHER = "gather"
     ATTENTION = "attention"
+    GROUPED = "grouped"  # several independent ops of one kind as one kernel
 
 
 TensorType = tuple[tuple[Dim, ...], DType]

@@ -11,6 +11,7 @@ from typing import Optional, Sequence
 from ..ir.graph import Graph, Outputs
 from ..options import CompileOptions
 from .constant_folding import constant_folding
+from .convert_precision import convert_precision
 from .dedup import dedup
 from .fold_batchnorm import fold_batchnorm
 from .fuse_attention import fuse_attention
@@ -20,9 +21,11 @@ from .fuse_conv_elementwise import fuse_conv_elementwise
 from .fuse_elementwise import fuse_elementwise
 from .fuse_norm_elementwise import fuse_norm_elementwise
 from .fuse_mm_elementwise import fuse_mm_elementwise
+from .group_ops import group_ops
 from .name_graph import name_graph
 from .remove_no_ops import remove_no_ops
 from .remove_unused import remove_unused
+from .sink_reshapes import sink_reshapes
 from .runner import PassFn, PassRecord, run_pipeline as _run
 from .toposort import toposort
 
@@ -37,6 +40,10 @@ PIPELINE: list[PassFn] = [
     # Before dedup: merging two identical convs that feed different batchnorms would give the conv
     # a second reader, and the single-reader rule would then block both folds.
     fold_batchnorm,
+    # After fold_batchnorm: the fold computes in float32 and rounds once. Before remove_no_ops and
+    # dedup: they drop the identity casts it leaves and merge the casts it adds. A no-op unless
+    # opts.precision is set.
+    convert_precision,
     # After constant_folding: folding turns constant expressions into the ones and zeros that
     # x*1 and x+0 are recognised by.
     remove_no_ops,
@@ -51,9 +58,10 @@ PIPELINE: list[PassFn] = [
     # make Q, K and V differ. After fuse_attention: it only packs GEMMs whose parts the attention
     # reads through views, so the attention op must exist.
     fuse_parallel_gemms,
-    # After fuse_parallel_gemms: it folds that pass's split, and the head reshapes/permutes around
-    # the attention, into the attention kernel's strided reads and writes.
-    fuse_memory_ops,
+    # Before the epilogue and element-wise fusions: gemm -> reshape -> gelu is then gemm -> gelu ->
+    # reshape, and the GEMM takes the gelu as its epilogue. After fuse_attention, whose patterns
+    # are written with the reshapes where the user put them.
+    sink_reshapes,
     # After fold_batchnorm: the folded batchnorm is the conv's bias, and the ReLU and residual add
     # after it are then the conv's direct readers. After dedup: twin readers (relu(y) twice) or twin
     # GEMMs would each block the single-reader rule; merged, they fuse (and one GEMM is computed).
@@ -67,6 +75,15 @@ PIPELINE: list[PassFn] = [
     # After fuse_elementwise: a whole element-wise group feeding a layernorm/softmax (residual add,
     # embedding sum, scale + mask) is then one op, which the norm takes in as its prologue.
     fuse_norm_elementwise,
+    # After fuse_parallel_gemms: it folds that pass's split, and the head reshapes/permutes around
+    # the attention, into the attention kernel's strided reads and writes; the other memory-op
+    # chains into the reads of GEMMs and element-wise groups. After the vertical fusions above,
+    # which rebuild ops around their operands and would not carry an operand's view along.
+    fuse_memory_ops,
+    # After every vertical fusion: independent ops that are each one final kernel (a GEMM with its
+    # epilogue, a norm with its prologue, an element-wise group) become one grouped kernel; a
+    # grouped op absorbs nothing, so grouping earlier would block those fusions.
+    group_ops,
     # Last: the passes above create unnamed tensors. A pass appended after this one must name
     # what it creates (or run name_graph again; it is idempotent).
     name_graph,
@@ -92,6 +109,6 @@ def optimize(outputs_or_graph: "Outputs | Graph", opts: Optional[CompileOptions]
 
 
 __all__ = ["PIPELINE", "PassFn", "PassRecord", "run_pipeline", "optimize", "toposort", "remove_unused",
-           "constant_folding", "fold_batchnorm", "remove_no_ops", "dedup", "fuse_attention", "fuse_parallel_gemms",
-           "fuse_memory_ops", "fuse_conv_elementwise",
-           "fuse_mm_elementwise", "fuse_elementwise", "fuse_norm_elementwise", "name_graph"]
+           "constant_folding", "fold_batchnorm", "convert_precision", "remove_no_ops", "dedup", "fuse_attention", "fuse_parallel_gemms",
+           "fuse_memory_ops", "sink_reshapes", "fuse_conv_elementwise",
+           "fuse_mm_elementwise", "fuse_elementwise", "fuse_norm_elementwise", "group_ops", "name_graph"]

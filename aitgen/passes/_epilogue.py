@@ -31,7 +31,7 @@ from ..ops.registry import Category, get_opdef, make_op1
 from ._util import output_ids
 
 MAX_REGION = 64  # element-wise ops explored past one result: bounds the quadratic cut search
-_HAS_BIAS_SLOT = (OpKind.GEMM, OpKind.CONV2D)  # kinds whose third own operand is a bias [N]
+_HAS_BIAS_SLOT = (OpKind.GEMM, OpKind.CONV2D, OpKind.CONV_TRANSPOSE2D)  # third own operand: a bias [N]
 
 
 def absorb_epilogues(graph: Graph, kinds: tuple[OpKind, ...]) -> Graph:
@@ -161,6 +161,9 @@ def _absorb(graph: Graph, anchor: Op, outs: set[int], pos: dict[int, int], dead:
     epilogue = _build_expr(old, old_extras, acc, ops_d, z, extras) if ops_d else old
     inputs = own + old_extras + (extras if ops_d else [])
     attrs = dataclasses.replace(anchor.attrs, epilogue=epilogue)
+    views = getattr(anchor.attrs, "operand_views", None)
+    if views is not None:  # the new operands are read as they are
+        attrs = dataclasses.replace(attrs, operand_views=tuple(views) + (None,) * (len(inputs) - len(views)))
     new = make_op1(anchor.kind, inputs, attrs, name=anchor.name)
     new.name = z.name if z.name is not None else y.name
     for op in [anchor] + ops_d + ([bias[0]] if bias else []):

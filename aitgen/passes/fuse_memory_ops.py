@@ -10,11 +10,19 @@ instead, the copy disappears:
   packed QKV GEMM output, become the kernel's batch and row strides.
 - attention result: a chain of reshapes and permutes after it (the head merge [B, H, S, D] ->
   [B, S, H, D]) becomes AttentionAttrs.out_view, so the kernel writes the merged layout directly.
+- GEMM and element-wise reads: the same chains in front of a GEMM's A operand (a row-major window
+  of rows: ViT's and BERT's class-token slice before the head, a packed GEMM's split part) or of
+  any operand of an element-wise op or fused group (a permute, a slice, a split part, an expand)
+  become the op's operand_views (ops/operand_views.py); a lone element-wise op becomes a one-node
+  fused group to carry them. Only where the target's lowering reads views (lower.supports).
 - permute of a permute is one permute; an identity permute is nothing.
 
 Only chains whose intermediates have no other reader fold (the copies then die: a chain that must
 stay for another reader would keep its copy and only lengthen the source's lifetime), and only
 views the CPU kernel reads with a unit stride along the head dim.
+
+Runs after the vertical fusions (epilogues, element-wise groups, norm prologues): a view is the
+last thing an op's operand list gets, so those passes never rebuild an op around one.
 """
 from __future__ import annotations
 
@@ -27,7 +35,9 @@ from ..ir.graph import Graph
 from ..ir.op import Op, OpKind
 from ..ir.tensor import Tensor
 from ..ops.attention import AttentionAttrs, StridedView
-from ..ops.registry import make_op1
+from ..ops.fused import FusedElementwiseAttrs, single_op_expr
+from ..ops.operand_views import matrix_view
+from ..ops.registry import Category, get_opdef, make_op, make_op1
 from ..options import CompileOptions
 from ._util import output_ids
 
@@ -239,6 +249,62 @@ def _fold_permutes(graph: Graph, op: Op, outs: set[int]) -> bool:
     return True
 
 
+def gemm_reads(view: View) -> bool:
+    """Whether a GEMM reads `view` as its A operand: leading dims that fold into rows, and a unit
+    stride along K or along the rows (oneDNN's fast kernels; any other stride is slow)."""
+    m = matrix_view(view.as_attr())
+    return m is not None and (m[3] == 1 or m[1] == 1)
+
+
+def reads_views(op: Op, target: str) -> list[int]:
+    """The operand slots of `op` that the target's kernel can read through a view."""
+    from ..codegen.lower import supports  # lazily: codegen imports the passes
+    if op.kind is OpKind.GEMM:
+        return [0] if not op.attrs.trans_a and supports(target, OpKind.GEMM, "operand_views") else []
+    try:
+        elementwise = get_opdef(op.kind).category is Category.ELEMENTWISE
+    except AitgenError:
+        return []
+    if elementwise and supports(target, OpKind.FUSED_ELEMENTWISE, "operand_views"):
+        return list(range(len(op.inputs)))
+    return []
+
+
+def _fold_reads(graph: Graph, op: Op, outs: set[int], target: str) -> bool:
+    slots = reads_views(op, target)
+    if not slots:
+        return False
+    views = list(getattr(op.attrs, "operand_views", None) or (None,) * len(op.inputs))
+    inputs = list(op.inputs)
+    hit = False
+    for i in slots:
+        t = op.inputs[i]
+        if views[i] is not None or len(t.users) != 1 or id(t) in outs or op.inputs.count(t) != 1:
+            continue  # another reader keeps the copy alive: reading around it would save nothing
+        found = trace_read(t, outs)
+        if found is None or op.kind is OpKind.GEMM and not gemm_reads(found[1]):
+            continue
+        inputs[i], views[i] = found[0], found[1].as_attr()
+        hit = True
+    if not hit:
+        return False
+    if op.kind is OpKind.GEMM or op.kind is OpKind.FUSED_ELEMENTWISE:
+        attrs = dataclasses.replace(op.attrs, operand_views=tuple(views))
+        kind = op.kind
+    else:  # a lone element-wise op: a one-node group carries the views
+        attrs, kind = FusedElementwiseAttrs(single_op_expr(op), tuple(views)), OpKind.FUSED_ELEMENTWISE
+    try:
+        new = make_op(kind, inputs, attrs, op.name)
+    except AitgenError:
+        return False  # a view the op rejects (it should not happen): keep the copies
+    for old, t in zip(op.outputs, new):
+        t.name = old.name
+        graph.replace_all_uses(old, t)
+    for t in op.inputs:
+        t.users = [u for u in t.users if u is not op]
+    return True
+
+
 def fuse_memory_ops(graph: Graph, opts: CompileOptions) -> Graph:
     if not opts.fusion:
         return graph
@@ -254,5 +320,11 @@ def fuse_memory_ops(graph: Graph, opts: CompileOptions) -> Graph:
         if op.kind is OpKind.ATTENTION:
             changed |= _fold_attention(graph, op, outs)
     if changed:
+        graph.sort()
+        outs = output_ids(graph)
+    folded = False
+    for op in list(graph.ops):
+        folded |= _fold_reads(graph, op, outs, opts.target)
+    if folded:
         graph.sort()
     return graph

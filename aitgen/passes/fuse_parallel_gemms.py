@@ -8,8 +8,10 @@ runs after this pass) folds the split, the head reshapes and the head permutes i
 attention kernel's reads, so no copy survives.
 
 A GEMM joins a group only when that will happen (every reader of its result is a chain of memory
-ops that fuse_memory_ops folds into an attention operand): a split that stays would be a copy of
-the whole result, more memory traffic than the launches it saves. Members must agree on layout
+ops that fuse_memory_ops folds into an attention operand, or into the rows a following GEMM reads,
+as in two towers on one input): a split that stays would be a copy of the whole result, more
+memory traffic than the launches it saves. A part read by element-wise ops does not pack: alone,
+its GEMM takes them as its epilogue, which saves more than the launch. Members must agree on layout
 and dtype, carry no epilogue (this pass runs before the epilogue fusion), and hold constant
 weights and biases; a member without a bias gets zeros when another member has one.
 """
@@ -28,7 +30,7 @@ from ..ops.registry import make_op, make_op1
 from ..ops.view import SplitAttrs
 from ..options import CompileOptions
 from ._util import new_constant, output_ids
-from .fuse_memory_ops import READ_CHAIN, View, apply_read
+from .fuse_memory_ops import READ_CHAIN, View, apply_read, gemm_reads, reads_views
 
 
 def _candidate(op: Op) -> bool:
@@ -39,10 +41,11 @@ def _candidate(op: Op) -> bool:
     return w.is_constant and (bias is None or bias.is_constant) and len(op.inputs) <= 3
 
 
-def _read_through_views(t: Tensor, view: View, outs: set[int]) -> bool:
+def _read_through_views(t: Tensor, view: View, outs: set[int], target: str) -> bool:
     """Whether t (a part of the packed result, seen as `view`) is read by one chain of
-    single-reader memory ops ending in an attention operand that fuse_memory_ops will fold: the
-    composed view must exist and keep a unit stride along q/k/v's last dim."""
+    single-reader memory ops ending in an operand that fuse_memory_ops will fold: an attention
+    operand (the composed view keeps a unit stride along q/k/v's last dim) or a GEMM's A operand
+    (a window of rows, where the target's GEMM reads views)."""
     if id(t) in outs or len(t.users) != 1:  # fuse_memory_ops folds single-reader chains only
         return False
     cur, v, user = t, view, t.users[0]
@@ -52,9 +55,12 @@ def _read_through_views(t: Tensor, view: View, outs: set[int]) -> bool:
         if v is None or len(out.users) != 1 or id(out) in outs:
             return False
         cur, user = out, out.users[0]
+    slot = next(i for i, x in enumerate(user.inputs) if x is cur)
+    if user.kind is OpKind.GEMM:  # another GEMM reading the part as its rows (a second layer)
+        return slot == 0 and user.inputs.count(cur) == 1 and slot in reads_views(user, target) \
+            and gemm_reads(v)
     if user.kind is not OpKind.ATTENTION or user.attrs.operand_views is not None:
         return False
-    slot = next(i for i, x in enumerate(user.inputs) if x is cur)
     return slot == 3 or v.shape[-1] == 1 or v.strides[-1] == 1
 
 
@@ -118,7 +124,8 @@ def fuse_parallel_gemms(graph: Graph, opts: CompileOptions) -> Graph:
             continue
         keep = list(members)
         while len(keep) >= 2:  # dropping a member moves the others' windows: check again
-            ok = [m for m, v in zip(keep, _part_views(keep)) if _read_through_views(m.outputs[0], v, outs)]
+            ok = [m for m, v in zip(keep, _part_views(keep))
+                  if _read_through_views(m.outputs[0], v, outs, opts.target)]
             if len(ok) == len(keep):
                 break
             keep = ok

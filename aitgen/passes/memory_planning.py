@@ -10,6 +10,13 @@ Storage is shared in two ways before any offset is chosen:
   A view class that touches a user buffer (graph input, constant, graph output) is not in the arena.
 - in place: an element-wise op may write its result over an operand that dies at that op when the
   operand is not broadcast (same shape, same byte size), so element i is read before it is written.
+- concat in place: when a concat's output Y is an intermediate whose parts are contiguous slices
+  (every dim before the axis is a static 1, every part but the last has a static size, and each
+  slice starts ALIGN-aligned), a computed part X_i gets no buffer of its own: its producer
+  writes it straight into Y's bytes at its slice, and the concat copies only the other parts
+  (graph inputs, constants, a part that is a view of a user buffer or already a slice of another
+  concat), or nothing at all. Y's buffer then lives from the first of its parts' writes;
+  concats nest (a part that is itself a concat places its own parts at its slice).
 
 Buffers are sized at the upper bound of every dynamic dim, rounded up to ALIGN bytes, so every
 offset is ALIGN-aligned. Offsets come from several greedy heuristics (greedy by size first, as in
@@ -24,7 +31,7 @@ from typing import Callable, Optional
 
 from ..errors import AitgenError, MemoryPlanError, op_label
 from ..ir.graph import Graph
-from ..ir.op import Op
+from ..ir.op import Op, OpKind
 from ..ir.tensor import Tensor
 from ..ops.registry import Category, get_opdef
 from ..options import CompileOptions
@@ -40,6 +47,9 @@ class Buffer:
     start: int             # first step that writes it
     end: int               # last step that reads any member
     offset: int = 0
+    parent: "Optional[Buffer]" = None  # a concat's slice: it lives in parent's bytes at delta
+    delta: int = 0
+    children: list = dataclasses.field(default_factory=list)
 
 
 @dataclasses.dataclass
@@ -56,6 +66,9 @@ class MemoryPlan:
     buffers: list[Buffer]
     strategy: str            # the heuristic that gave the arena
     arena_by_strategy: dict[str, int]
+    # concat output -> {operand index: byte offset in it} for the parts its producers write in
+    # place (the concat's kernel copies only the others); their tensors' offsets say the same.
+    concat_in_place: dict[Tensor, dict[int, int]] = dataclasses.field(default_factory=dict)
 
     def offsets_by_name(self) -> dict[str, int]:
         out: dict[str, int] = {}
@@ -154,34 +167,119 @@ def plan_memory(graph: Graph) -> MemoryPlan:
             if t is not members[0]:
                 aliases[t] = members[0]
     naive = sum(b.size for b in buffers)
+    concat_in_place = _place_concat_parts(graph, buf_of)
 
     in_place: list[tuple[str, Tensor, Tensor]] = []
     for i, op in enumerate(graph.ops):
-        if _category(op) is not Category.ELEMENTWISE or len(op.outputs) != 1:
-            continue
-        o = op.outputs[0]
-        bo = buf_of.get(id(o))
-        if bo is None:
-            continue
-        for x in op.inputs:
-            bx = buf_of.get(id(x))
-            # bx.end == i: this op is the last reader of x and of every view sharing x's bytes.
-            if (bx is None or bx is bo or bx.end != i or bx.size < bo.size
-                    or x.nbytes_upper() != o.nbytes_upper() or tuple(x.shape) != tuple(o.shape)):
+        for operands, o, excluded in in_place_candidates(op):
+            bo = buf_of.get(id(o))
+            if bo is None or bo.parent is not None or bo.children:
                 continue
-            bx.tensors += bo.tensors
-            bx.end = bo.end
-            for t in bo.tensors:
-                buf_of[id(t)] = bx
-            buffers.remove(bo)
-            in_place.append((op.name or op_label(op), x, o))
-            break
+            for x in operands:
+                bx = buf_of.get(id(x))
+                if id(x) in excluded:
+                    continue
+                # bx.end == i: this op is the last reader of x and of every view sharing x's bytes.
+                # A concat's buffer or slice keeps its bytes: the concat's reader sees them all.
+                if (bx is None or bx is bo or bx.end != i or bx.size < bo.size or bx.parent is not None
+                        or bx.children or x.nbytes_upper() != o.nbytes_upper() or tuple(x.shape) != tuple(o.shape)):
+                    continue
+                bx.tensors += bo.tensors
+                bx.end = bo.end
+                for t in bo.tensors:
+                    buf_of[id(t)] = bx
+                buffers.remove(bo)
+                in_place.append((op.name or op_label(op), x, o))
+                break
 
-    lower = _lower_bound(buffers, len(graph.ops))
-    arena, strategy, tried = _best_offsets(buffers)
+    roots = [b for b in buffers if b.parent is None]
+    for b in roots:  # a root holds its slices' bytes from the first one's write on
+        b.start, b.end = _span(b)
+    lower = _lower_bound(roots, len(graph.ops))
+    arena, strategy, tried = _best_offsets(roots)
+    for b in roots:
+        _place_children(b)
     offsets = {t: b.offset for b in buffers for t in b.tensors}
-    return MemoryPlan(offsets, arena, lower, naive, in_place, aliases, view_copies, buffers,
-                      strategy, tried)
+    return MemoryPlan(offsets, arena, lower, naive, in_place, aliases, view_copies, roots,
+                      strategy, tried, concat_in_place)
+
+
+def _viewed(inputs, attrs) -> set[int]:
+    """ids of the operands read through a strided view (attrs.operand_views)."""
+    views = getattr(attrs, "operand_views", None) or ()
+    return {id(t) for t, v in zip(inputs, views) if v is not None}
+
+
+def in_place_candidates(op: Op) -> list[tuple[list[Tensor], Tensor, set[int]]]:
+    """(operands, result, ids of operands it may not overwrite) for each element-wise result of op
+    that could be written over one of its operands: a single-output element-wise op, or each
+    single-output member of a grouped element-wise op. Excluded: operands read through a view
+    (element i is not where result element i goes) and, in a group, operands another member reads
+    too (the members run in one loop, so that member may read the element after it is overwritten)."""
+    if _category(op) is Category.ELEMENTWISE and len(op.outputs) == 1:
+        return [(list(op.inputs), op.outputs[0], _viewed(op.inputs, op.attrs))]
+    if op.kind is not OpKind.GROUPED or op.attrs.kind is not OpKind.FUSED_ELEMENTWISE:
+        return []
+    a = op.attrs
+    reads: dict[int, int] = {}
+    for ins in a.split(op.inputs):
+        for t in {id(t) for t in ins}:
+            reads[t] = reads.get(t, 0) + 1
+    out = []
+    for m, ins, outs in zip(a.members, a.split(op.inputs), a.split(op.outputs, outputs=True)):
+        if len(outs) == 1:
+            shared = {id(t) for t in ins if reads[id(t)] > 1}
+            out.append((ins, outs[0], _viewed(ins, m.attrs) | shared))
+    return out
+
+
+def _span(b: Buffer) -> tuple[int, int]:
+    spans = [(b.start, b.end)] + [_span(c) for c in b.children]
+    return min(s for s, _ in spans), max(e for _, e in spans)
+
+
+def _place_children(b: Buffer) -> None:
+    for c in b.children:
+        c.offset = b.offset + c.delta
+        _place_children(c)
+
+
+def concat_slices(op: Op) -> Optional[list[Optional[int]]]:
+    """Byte offsets of a concat's parts in its output when the parts are contiguous, ALIGN-aligned
+    slices of it (None for a part whose slice is not aligned), else None."""
+    y = op.outputs[0]
+    ax = op.attrs.axis
+    if not all(d.is_static and d.value == 1 for d in y.shape[:ax]):
+        return None
+    deltas: list[Optional[int]] = []
+    at = 0
+    for i, x in enumerate(op.inputs):
+        deltas.append(at if at % ALIGN == 0 else None)
+        if i < len(op.inputs) - 1:
+            if not all(d.is_static for d in x.shape):
+                return None  # the next slice would start at a run-time offset
+            at += x.nbytes_upper()
+    return deltas
+
+
+def _place_concat_parts(graph: Graph, buf_of: dict[int, Buffer]) -> dict[Tensor, dict[int, int]]:
+    """Make the computed parts of contiguous concats slices of the output's buffer."""
+    placed: dict[Tensor, dict[int, int]] = {}
+    for op in graph.ops:
+        if op.kind is not OpKind.CONCAT or id(op.outputs[0]) not in buf_of:
+            continue
+        deltas = concat_slices(op)
+        if deltas is None:
+            continue
+        by = buf_of[id(op.outputs[0])]
+        for i, (x, delta) in enumerate(zip(op.inputs, deltas)):
+            bx = buf_of.get(id(x))
+            if delta is None or bx is None or bx is by or bx.parent is not None:
+                continue
+            bx.parent, bx.delta = by, delta
+            by.children.append(bx)
+            placed.setdefault(op.outputs[0], {})[i] = delta
+    return placed
 
 
 def _lower_bound(buffers: list[Buffer], steps: int) -> int:
@@ -330,12 +428,43 @@ def check_plan(graph: Graph, plan: MemoryPlan) -> None:
         units.append((members, plan.offsets[members[0]], max(align(t.nbytes_upper()) for t in members),
                       min(s for s, _ in spans), max(e for _, e in spans)))
 
+    # Concat slices: a part's unit lies at its slice of the output's unit and lives in its bytes.
+    parent: dict[int, int] = {}
+    for y, parts in plan.concat_in_place.items():
+        op = y.producer
+        if op is None or id(op) not in step or op.kind is not OpKind.CONCAT or id(y) not in unit_of:
+            fail(f"concat record for {y!r}: not the output of a concat in the arena")
+        deltas = concat_slices(op)
+        for i, delta in parts.items():
+            x = op.inputs[i] if 0 <= i < len(op.inputs) else None
+            if deltas is None or x is None or deltas[i] != delta or id(x) not in unit_of:
+                fail(f"concat {op_label(op)}: part {i} is not a contiguous aligned slice at byte {delta}")
+            u, v = unit_of[id(x)], unit_of[id(y)]
+            if u in parent or u == v:
+                fail(f"concat {op_label(op)}: part {i} ({x!r}) is placed twice")
+            if units[u][1] != units[v][1] + delta or units[u][1] + units[u][2] > units[v][1] + units[v][2]:
+                fail(f"concat {op_label(op)}: part {i} ({x!r}) is not at its slice of {y!r}")
+            parent[u] = v
+
+    def root(u: int) -> int:
+        while u in parent:
+            u = parent[u]
+        return u
+
+    span: dict[int, tuple[int, int]] = {}
+    for u, unit in enumerate(units):
+        r = root(u)
+        lo, hi = span.get(r, (unit[3], unit[4]))
+        span[r] = (min(lo, unit[3]), max(hi, unit[4]))
+    units = [(m, off, size, *span[u]) if u not in parent else (m, off, 0, st, en)
+             for u, (m, off, size, st, en) in enumerate(units)]  # a slice is checked through its root
+
     handoffs: set[tuple[int, int]] = set()
     for name, frm, to in plan.in_place:
         op = to.producer  # names are not unique before name_graph; the result knows its op
         if op is None or id(op) not in step or (op.name or op_label(op)) != name or \
-                _category(op) is not Category.ELEMENTWISE or not any(x is frm for x in op.inputs) or \
-                op.outputs != [to]:
+                not any(o is to and any(x is frm for x in ins) and id(frm) not in excl
+                        for ins, o, excl in in_place_candidates(op)):
             fail(f"in-place record ({name}, {frm!r}, {to!r}) is not an element-wise op writing over its operand")
         if id(frm) not in unit_of or id(to) not in unit_of:
             fail(f"in-place record ({name}): {frm!r} or {to!r} is not in the arena")

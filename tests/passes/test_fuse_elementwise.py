@@ -255,10 +255,21 @@ def test_memory_plan_runs_single_output_groups_in_place_and_multi_output_ones_sa
     two = ops.relu(a) - v                                  # two outputs: a and two
     outs = {"one": ops.reduce_sum(one, axes=[-1]), "two": ops.reduce_sum(two, axes=[-1]),
             "a": ops.reduce_max(a, axes=[-1])}
-    g = run_pipeline(Graph.from_outputs(outs), CompileOptions(), PIPELINE)
+    from aitgen.passes.group_ops import group_ops
+    from test_memory_planning import assert_simulation_matches
+    ungrouped = [p for p in PIPELINE if p is not group_ops]  # the two groups would be one op
+    g = run_pipeline(Graph.from_outputs(outs), CompileOptions(), ungrouped)
     plan = plan_memory(g)
     check_plan(g, plan)
     fused = fused_ops(g)
     assert sorted(len(op.outputs) for op in fused) == [1, 2]
     in_place = {id(to.producer) for _, _, to in plan.in_place}
     assert [len(op.outputs) for op in fused if id(op) in in_place] == [1]
+    # Grouped (the whole pipeline), the single-output member still runs over u, and only it.
+    g = run_pipeline(Graph.from_outputs(outs), CompileOptions(), PIPELINE)
+    plan = plan_memory(g)
+    check_plan(g, plan)
+    (grouped,) = [op for op in g.ops if op.kind is OpKind.GROUPED and op.attrs.kind is FUSED]
+    # u comes from the grouped layernorms (u and v read x alike, so they are one group too).
+    assert [(frm.producer.attrs.kind, to.producer) for _, frm, to in plan.in_place] == [(OpKind.LAYERNORM, grouped)]
+    assert_simulation_matches(g, plan)

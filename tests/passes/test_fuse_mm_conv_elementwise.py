@@ -28,7 +28,7 @@ from pass_graphgen import random_graphs
 from pass_zoo import ZOO, zoo_graph
 
 RNG = np.random.default_rng(0)
-ANCHORS = (OpKind.GEMM, OpKind.BMM, OpKind.CONV2D)
+ANCHORS = (OpKind.GEMM, OpKind.BMM, OpKind.CONV2D, OpKind.CONV_TRANSPOSE2D)
 
 
 def _c(*shape: int, low: float = -1.0, high: float = 1.0, dtype: str = "float32") -> Tensor:
@@ -106,8 +106,12 @@ def epilogue_graphs(draw) -> Graph:
     (vectors, scalars, same shape), some that grow the result, intermediates read outside."""
     dtype = draw(st.sampled_from(["float32", "float32", "float16", "bfloat16"]))
     batch = IntVar("b", 1, 3) if draw(st.booleans()) else 2
-    which = draw(st.sampled_from(["gemm", "gemm_nobias", "bmm", "conv"]))
-    if which == "conv":
+    which = draw(st.sampled_from(["gemm", "gemm_nobias", "bmm", "conv", "conv_t"]))
+    if which == "conv_t":
+        x = Tensor([batch, 3, 3, 3], dtype, name="x")
+        y = ops.conv_transpose2d(x, _c(3, 3, 3, 4, dtype=dtype), _c(4, dtype=dtype) if draw(st.booleans()) else None,
+                                 stride=2, padding=1, output_padding=1)
+    elif which == "conv":
         x = Tensor([batch, 5, 5, 3], dtype, name="x")
         y = ops.conv2d(x, _c(4, 3, 3, 3, dtype=dtype), _c(4, dtype=dtype) if draw(st.booleans()) else None, padding=1)
     elif which == "bmm":
@@ -278,12 +282,21 @@ def test_stops_at_a_dtype_change_and_at_the_operand_limit():
     assert epilogue_kinds(g) == [["add"] * MAX_EXTRA] and kinds(g) == ["gemm", "add", "add"]
 
 
-def test_conv_transpose_is_left_alone_and_fusion_false_changes_nothing():
+def test_conv_transpose_takes_bias_activation_and_residual():
+    n = IntVar("n", 1, 3)
+    x, r = Tensor([n, 4, 4, 3], name="x"), Tensor([n, 9, 9, 2], name="r")
+    t = ops.conv_transpose2d(x, _c(3, 3, 3, 2), stride=2)
+    g = fused({"t": ops.relu(t + _c(2)) + r})
+    assert kinds(g) == ["conv_transpose2d"] and epilogue_kinds(g, OpKind.CONV_TRANSPOSE2D) == [["relu", "add"]]
+    assert len(g.ops[0].inputs) == 4  # x, weight, the bias taken from the add, the residual
+
+
+def test_fusion_false_changes_nothing():
     x = Tensor([1, 4, 4, 3], name="x")
     outs = {"t": ops.relu(ops.conv_transpose2d(x, _c(3, 3, 3, 2), stride=2)),
             "c": ops.relu(ops.conv2d(x, _c(2, 1, 1, 3))), "g": ops.gelu(ops.linear(x, _c(5, 3)))}
     g = fused(outs)
-    assert kinds(g).count("relu") == 1 and "gelu" not in kinds(g)
+    assert "relu" not in kinds(g) and "gelu" not in kinds(g)
     off = CompileOptions(fusion=False)
     for fn in (fuse_mm_elementwise, fuse_conv_elementwise):
         g0 = Graph.from_outputs(outs)

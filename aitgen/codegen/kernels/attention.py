@@ -13,7 +13,9 @@ folds views that keep it).
 """
 from __future__ import annotations
 
+import dataclasses
 import math
+from typing import Optional
 
 import numpy as np
 
@@ -58,8 +60,33 @@ def _operand(t, view, want: tuple) -> tuple[tuple, list[Dim], Dim]:
     return tuple(view.shape), strides, view.offset
 
 
-@lowering("cpu", OpKind.ATTENTION)
-def lower_attention(op: Op, ctx: LowerContext) -> list[KernelCall]:
+@dataclasses.dataclass(frozen=True)
+class AttentionArgs:
+    """What every backend's attention kernel is told, in the run-time argument layout that
+    backends/cpu/templates/attention.cpp.j2 documents (and the cuda templates share):
+    ptrs = [out, q, k, v(, mask)], dims = [Sq, Sk, D, Dv, RB batch sizes, RB batch strides of each
+    of q, k, v, out, mask, row strides of q, k, v, out, the mask's query and key strides, the
+    scale's float32 bits, element offsets of q, k, v, out, mask]."""
+    dtype: DType
+    mask: str                  # "none", "add" (float, added to the scores) or "bool" (True attends)
+    mask_dtype: Optional[DType]
+    mask_q_bcast: bool         # the mask's query stride is 0 (one row serves every query)
+    mask_k_stride: Dim         # the mask's key stride (0 without a mask)
+    causal: bool
+    scale_from_head_dim: bool  # the head dim is symbolic: the kernel computes 1/sqrt(D) itself
+    rb: int                    # merged batch dims
+    sq: Dim
+    sk: Dim
+    head_dim: Dim
+    value_dim: Dim
+    batch: tuple[Dim, ...]     # the merged batch sizes
+    ptrs: list
+    dims: list
+
+
+def attention_args(op: Op, backend: str) -> AttentionArgs:
+    """Strides, offsets and flags of an ATTENTION op, shared by every backend's lowering. Raises
+    UnsupportedOpError where q, k, v or the result is not contiguous along its last dim."""
     a = op.attrs
     views = a.operand_views or (None,) * len(op.inputs)
     q, k, v = op.inputs[:3]
@@ -84,7 +111,7 @@ def lower_attention(op: Op, ctx: LowerContext) -> list[KernelCall]:
     for nm, (shape, st, _), n in zip(("q", "k", "v", "result"), parts, (d, d, dv, dv)):
         if n != 1 and st[-1] != 1:
             raise UnsupportedOpError(f"attention '{op.name}': {nm} must be contiguous along its last dim "
-                                     f"for the cpu kernel (stride {st[-1]})")
+                                     f"for the {backend} kernel (stride {st[-1]})")
     full = [st for _, st, _ in parts]
     offsets = [off for _, _, off in parts]
     rb = len(batch)
@@ -100,15 +127,23 @@ def lower_attention(op: Op, ctx: LowerContext) -> list[KernelCall]:
         scale = 1.0 / math.sqrt(d.value) if d.value else 1.0
     # The scale travels as a run-time argument (its float32 bits), so it does not split kernels.
     scale_bits = 0 if scale is None else int(np.array(scale, np.float32).view(np.uint32))
-    spec = KernelSpec.make(
-        ctx.template("attention.cpp.j2"), t=STORAGE[q.dtype], mask=kind,
-        mask_t=STORAGE[mask.dtype] if mask is not None else "void",
-        mask_q_bcast=bool(mask is not None and m_sq == 0), causal=bool(a.causal),
-        scale_from_head_dim=scale is None,
-        rb=len(sizes), block_q=BLOCK_Q, block_k=BLOCK_K, par_min_flops=PAR_MIN_FLOPS)
     dims: list = [sq, sk, d, dv, *sizes]
     for s in bstrides:
         dims.extend(s)
     dims += [full[0][rb], full[1][rb], full[2][rb], full[3][rb], m_sq, m_sk, scale_bits, *offsets]
-    return [KernelCall(spec, [out, q, k, v] + ([mask] if mask is not None else []), dims,
-                       op.name or op.kind.value)]
+    return AttentionArgs(
+        dtype=q.dtype, mask=kind, mask_dtype=mask.dtype if mask is not None else None,
+        mask_q_bcast=bool(mask is not None and m_sq == 0), mask_k_stride=m_sk, causal=bool(a.causal),
+        scale_from_head_dim=scale is None, rb=len(sizes), sq=sq, sk=sk, head_dim=d, value_dim=dv,
+        batch=tuple(sizes), ptrs=[out, q, k, v] + ([mask] if mask is not None else []), dims=dims)
+
+
+@lowering("cpu", OpKind.ATTENTION)
+def lower_attention(op: Op, ctx: LowerContext) -> list[KernelCall]:
+    a = attention_args(op, "cpu")
+    spec = KernelSpec.make(
+        ctx.template("attention.cpp.j2"), t=STORAGE[a.dtype], mask=a.mask,
+        mask_t=STORAGE[a.mask_dtype] if a.mask_dtype is not None else "void",
+        mask_q_bcast=a.mask_q_bcast, causal=a.causal, scale_from_head_dim=a.scale_from_head_dim,
+        rb=a.rb, block_q=BLOCK_Q, block_k=BLOCK_K, par_min_flops=PAR_MIN_FLOPS)
+    return [KernelCall(spec, a.ptrs, a.dims, op.name or op.kind.value)]

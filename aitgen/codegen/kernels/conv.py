@@ -41,7 +41,7 @@ def _weights(shape, groups: int, transposed: bool) -> Md:
 
 @lowering("cpu", OpKind.CONV2D, OpKind.CONV_TRANSPOSE2D, epilogue=True)
 def lower_conv(op: Op, ctx: LowerContext) -> list[KernelCall]:
-    own, extras = epilogue.own_operands(op)  # conv_transpose2d has no epilogue: extras are none
+    own, extras = epilogue.own_operands(op)
     x, w = own[:2]
     bias = own[2] if len(own) == 3 else None
     out = op.outputs[0]

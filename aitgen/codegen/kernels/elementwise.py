@@ -11,6 +11,7 @@ from __future__ import annotations
 from ...ir.dims import Dim, IntImm, prod
 from ...ir.dtype import DType
 from ...ir.op import Op, OpKind
+from ...ops.fused import single_op_expr  # noqa: F401 - re-exported: backends lower lone ops through it
 from ...ops.registry import Category, registered_kinds, get_opdef
 from ..cexpr import COMPUTE, STORAGE, load, store
 from ..lower import LowerContext, lowering
@@ -20,7 +21,7 @@ _K0 = "0.7978845608028654f"  # sqrt(2/pi)
 
 # C++ of each op over compute-type operands a0, a1, a2 (T: the compute type).
 _EXPR = {
-    OpKind.RELU: "(a0 > T(0) ? a0 : T(0))",
+    OpKind.RELU: "(a0 > T(0) || a0 != a0 ? a0 : T(0))",  # NaN stays NaN (numpy's maximum)
     # Vectorisable forms from cpu_vmath.h: a libm call in the loop body keeps it scalar.
     OpKind.SILU: "a0 * ait::sigmoid_poly(a0)",
     OpKind.SIGMOID: "ait::sigmoid_poly(a0)",
@@ -51,7 +52,37 @@ _EXPR = {
     OpKind.LOGICAL_AND: "a0 && a1",
     OpKind.LOGICAL_OR: "a0 || a1",
     OpKind.WHERE: "(a0 ? a1 : a2)",
+    # Added for the ONNX importer: std:: functions only, so CUDA device code compiles them too.
+    OpKind.SIN: "std::sin(a0)",
+    OpKind.COS: "std::cos(a0)",
+    OpKind.TAN: "std::tan(a0)",
+    OpKind.ASIN: "std::asin(a0)",
+    OpKind.ACOS: "std::acos(a0)",
+    OpKind.ATAN: "std::atan(a0)",
+    OpKind.SINH: "std::sinh(a0)",
+    OpKind.COSH: "std::cosh(a0)",
+    OpKind.ASINH: "std::asinh(a0)",
+    OpKind.ACOSH: "std::acosh(a0)",
+    OpKind.ATANH: "std::atanh(a0)",
+    OpKind.EXPM1: "std::expm1(a0)",
+    OpKind.LOG1P: "std::log1p(a0)",
+    OpKind.FLOOR: "std::floor(a0)",
+    OpKind.CEIL: "std::ceil(a0)",
+    OpKind.ROUND: "std::nearbyint(a0)",  # the default rounding mode: half to even, as numpy
+    OpKind.SIGN: "(a0 != a0 ? a0 : T((a0 > T(0)) - (a0 < T(0))))",  # NaN stays NaN
+    OpKind.ISNAN: "(a0 != a0)",
+    OpKind.ISINF: "(a0 == INFINITY || a0 == -INFINITY)",
+    OpKind.BITWISE_NOT: "T(~a0)",
+    OpKind.BITWISE_AND: "T(a0 & a1)",
+    OpKind.BITWISE_OR: "T(a0 | a1)",
+    OpKind.BITWISE_XOR: "T(a0 ^ a1)",
 }
+
+# Integer and float spellings of the two remainders; an integer remainder by 0 gives 0 (the
+# oracle does the same) instead of a trap.
+_MOD_FLOAT = ("(std::fmod(a0, a1) != T(0) && ((std::fmod(a0, a1) < T(0)) != (a1 < T(0)))"
+              " ? std::fmod(a0, a1) + a1 : std::fmod(a0, a1))")
+_MOD_INT = "(a1 == T(0) ? T(0) : (a0 % a1 != T(0) && ((a0 % a1 < T(0)) != (a1 < T(0))) ? T(a0 % a1 + a1) : T(a0 % a1)))"
 
 
 def op_expr(op: Op) -> str:
@@ -73,6 +104,10 @@ def node_expr(kind: OpKind, a, operand_dtypes: list[DType], out_dtype: DType) ->
         return "a0 / a1" if operand_dtypes[0].is_float else "(a1 == T(0) ? T(0) : T(a0 / a1))"
     if k is OpKind.CAST and out_dtype is DType.bool:
         return "a0 != T(0)"
+    if k is OpKind.MOD:
+        return _MOD_FLOAT if operand_dtypes[0].is_float else _MOD_INT
+    if k is OpKind.FMOD:
+        return "std::fmod(a0, a1)" if operand_dtypes[0].is_float else "(a1 == T(0) ? T(0) : T(a0 % a1))"
     return _EXPR[k]
 
 
@@ -81,11 +116,12 @@ def node_compute_type(kind: OpKind, operand_dtypes: list[DType]) -> str:
     return COMPUTE[operand_dtypes[-1]] if kind is OpKind.WHERE else COMPUTE[operand_dtypes[0]]
 
 
-def expr_cpp(expr, input_dtypes: list[DType], prefix: str = "n") -> dict:
+def expr_cpp(expr, input_dtypes: list[DType], prefix: str = "n", qualifier: str = "inline") -> dict:
     """C++ for a fused Expr: one inline function per node and the statements that chain them.
 
     Slots are `s<i>` variables of their compute type; the caller loads s0..s{num_inputs-1} and
     stores the output slots. Returns {"functions": [...], "statements": [...], "slot_types": [...]}.
+    `qualifier` declares each function: "inline" on the CPU, "AIT_HD" (__host__ __device__) on CUDA.
     """
     slot_dtypes = expr.slot_dtypes(input_dtypes)
     functions, statements = [], []
@@ -94,7 +130,7 @@ def expr_cpp(expr, input_dtypes: list[DType], prefix: str = "n") -> dict:
         operand_dtypes = [slot_dtypes[a] for a in n.args]
         t = node_compute_type(n.kind, operand_dtypes)
         params = ", ".join(f"{COMPUTE[d]} a{j}" for j, d in enumerate(operand_dtypes))
-        functions.append(f"inline {COMPUTE[n.dtype]} {prefix}{slot}({params}) {{ using T = {t}; "
+        functions.append(f"{qualifier} {COMPUTE[n.dtype]} {prefix}{slot}({params}) {{ using T = {t}; "
                          f"return {node_expr(n.kind, n.attrs, operand_dtypes, n.dtype)}; }}")
         args = ", ".join(f"s{a}" for a in n.args)
         statements.append(f"const {COMPUTE[n.dtype]} s{slot} = {prefix}{slot}({args});")
@@ -125,15 +161,9 @@ def broadcast_strides(inp_shape: tuple[Dim, ...], out_shape: tuple[Dim, ...]) ->
 # runs on one thread. Transcendental nodes cost about as much as 8 cheap ones.
 PAR_WORK = 65536
 _COSTLY = {OpKind.GELU, OpKind.ERF, OpKind.TANH, OpKind.SIGMOID, OpKind.SILU, OpKind.EXP, OpKind.LOG,
-           OpKind.POW, OpKind.SQRT, OpKind.RSQRT}
-
-
-def single_op_expr(op: Op):
-    """A lone element-wise op as an expression of one node, so it takes the fused path."""
-    from ...ops.fused import Expr, ExprNode
-    n = len(op.inputs)
-    node = ExprNode(op.kind, op.attrs, tuple(range(n)), op.outputs[0].dtype)
-    return Expr(n, (node,), (n,))
+           OpKind.POW, OpKind.SQRT, OpKind.RSQRT, OpKind.SIN, OpKind.COS, OpKind.TAN, OpKind.ASIN,
+           OpKind.ACOS, OpKind.ATAN, OpKind.SINH, OpKind.COSH, OpKind.ASINH, OpKind.ACOSH, OpKind.ATANH,
+           OpKind.EXPM1, OpKind.LOG1P, OpKind.MOD, OpKind.FMOD}
 
 
 def access_plan(out_shape, in_shapes) -> tuple[list[Dim], list[str], list[list[Dim]]]:
@@ -144,77 +174,108 @@ def access_plan(out_shape, in_shapes) -> tuple[list[Dim], list[str], list[list[D
     shape: read at the output's index), "scalar" (one element) or "strided" (broadcast in some
     dims); a strided operand gets a stride per merged dim but the innermost (which is 1 or 0).
     """
+    return merge_access(out_shape, [broadcast_strides(tuple(s), tuple(out_shape)) for s in in_shapes])
+
+
+def merge_access(out_shape, operand_strides) -> tuple[list[Dim], list[str], list[list[Dim]]]:
+    """access_plan for operands read at any strides over the output's index space (broadcast dims
+    have stride 0; a strided view of another tensor, any stride): dims merge where every operand
+    steps across both as across one (stride[j] == stride[j+1] * size[j+1]). A "strided" operand's
+    list holds a stride for every merged dim, the innermost included."""
     r = len(out_shape)
     keep = [j for j in range(r) if not (out_shape[j].is_static and out_shape[j].value == 1)]
-    cls = []
-    for s in in_shapes:
-        padded = (IntImm(1),) * (r - len(s)) + tuple(s)
-        cls.append(["d" if padded[j] == out_shape[j] else "b" for j in keep])
-    groups: list[list[int]] = []  # positions in keep
-    for k in range(len(keep)):
-        if groups and all(c[k] == c[groups[-1][-1]] for c in cls):
-            groups[-1].append(k)
+    groups: list[list[int]] = []  # dims of the output (indices into out_shape)
+    for j in keep:
+        if groups and all(s[groups[-1][-1]] == s[j] * out_shape[j] for s in operand_strides):
+            groups[-1].append(j)
         else:
-            groups.append([k])
-    dims = [prod([out_shape[keep[k]] for k in g]) for g in groups]
+            groups.append([j])
+    dims = [prod([out_shape[j] for j in g]) for g in groups]
+    dense = _dense_strides(tuple(dims))
     kinds, strides = [], []
-    for c in cls:
-        gc = [c[g[0]] for g in groups]
-        if all(x == "d" for x in gc):
+    for s in operand_strides:
+        st = [s[g[-1]] for g in groups]
+        if all(a == b for a, b in zip(st, dense)):
             kinds.append("full")
             strides.append([])
-        elif all(x == "b" for x in gc):
+        elif all(a == 0 for a in st):
             kinds.append("scalar")
             strides.append([])
         else:
-            st, acc = [], IntImm(1)
-            for m in reversed(range(len(groups))):
-                st.append(acc if gc[m] == "d" else IntImm(0))
-                if gc[m] == "d":
-                    acc = acc * dims[m]
             kinds.append("strided")
-            strides.append(st[::-1])
+            strides.append(st)
     return dims, kinds, strides
 
 
-def lower_expr(expr, outs, ins, ctx: LowerContext, label: str) -> list[KernelCall]:
-    """One kernel evaluating `expr` over `ins` into `outs` (all of the outputs' shape)."""
+def expr_kernel(expr, outs, ins, views=None) -> tuple[dict, list]:
+    """Template params (backends/cpu/templates/elementwise_body.inc.j2) and dims of one evaluation
+    of `expr` over `ins` into `outs` (all of the outputs' shape); the single and the grouped kernel
+    take the same ones.
+
+    `views[i]` (a StridedView, or None) reads operand i as a window of its tensor: its strides and
+    offset go into the dims. Dims: the merged output dims; then the outer strides of each strided
+    operand; then, per strided operand whose innermost stride is neither 0 nor 1, that stride; then
+    the element offset of each operand read at one.
+    """
     out_shape = tuple(outs[0].shape)
+    views = list(views) if views is not None else [None] * len(ins)
     in_dtypes = [t.dtype for t in ins]
     cpp = expr_cpp(expr, in_dtypes)
-    dims, kinds, strides = access_plan(out_shape, [t.shape for t in ins])
+    strides = [broadcast_strides(tuple(t.shape), out_shape) if v is None else _view_strides(v, out_shape)
+               for t, v in zip(ins, views)]
+    dims, kinds, merged = merge_access(out_shape, strides)
     flat = "strided" not in kinds
-    args, nstrided = [], 0
+    rank = 1 if flat else len(dims)
+    call_dims: list = [prod(out_shape)] if flat else list(dims)
+    strided = [i for i, k in enumerate(kinds) if k == "strided"]
+    for i in strided:
+        call_dims += merged[i][:-1]
+    inner_at: dict[int, int] = {}
+    for i in strided:
+        if merged[i][-1] != 0 and merged[i][-1] != 1:
+            inner_at[i] = len(call_dims)
+            call_dims.append(merged[i][-1])
+    args = []
     for i, (t, kind) in enumerate(zip(ins, kinds)):
         if kind == "scalar":
             idx_flat = idx_strided = "0"
         elif kind == "full":
             idx_flat, idx_strided = "i", "row + i"
         else:
-            inner = strides[i][-1] != 0
-            idx_flat, idx_strided = None, f"base{nstrided}" + (" + i" if inner else "")
-            nstrided += 1
-        args.append({"t": STORAGE[t.dtype], "ct": COMPUTE[t.dtype],
+            k = strided.index(i)
+            inner = "" if merged[i][-1] == 0 else " + i" if i not in inner_at else f" + i * d[{inner_at[i]}]"
+            idx_flat, idx_strided = None, f"base{k}{inner}"
+        offset_at = None
+        if views[i] is not None and views[i].offset != 0:
+            offset_at = len(call_dims)
+            call_dims.append(views[i].offset)
+        args.append({"t": STORAGE[t.dtype], "ct": COMPUTE[t.dtype], "offset_at": offset_at,
                      "load_flat": load(t.dtype, f"in{i}", idx_flat) if idx_flat else "",
                      "load_strided": load(t.dtype, f"in{i}", idx_strided)})
     slot_dtypes = expr.slot_dtypes(in_dtypes)
     stores = [{"t": STORAGE[o.dtype], "value": store(o.dtype, f"s{slot}")} for o, slot in zip(outs, expr.outputs)]
     for o, slot in zip(outs, expr.outputs):
-        assert slot_dtypes[slot] == o.dtype, f"{label}: output dtype {o.dtype} vs expression {slot_dtypes[slot]}"
+        assert slot_dtypes[slot] == o.dtype, f"output dtype {o.dtype} vs expression {slot_dtypes[slot]}"
     weight = sum(8 if n.kind in _COSTLY else 1 for n in expr.nodes)
-    common = dict(text=str(expr), functions=cpp["functions"], statements=cpp["statements"], args=args,
-                  outs=stores, par_threshold=max(4096, PAR_WORK // max(weight, 1)))
-    ptrs = [*outs, *ins]
-    if flat:
-        spec = KernelSpec.make(ctx.template("elementwise.cpp.j2"), mode="flat", rank=1, nstrided=0, **common)
-        return [KernelCall(spec, ptrs, [prod(out_shape)], label)]
-    spec = KernelSpec.make(ctx.template("elementwise.cpp.j2"), mode="strided", rank=len(dims),
-                           nstrided=nstrided, **common)
-    call_dims: list = list(dims)
-    for kind, st in zip(kinds, strides):
-        if kind == "strided":
-            call_dims.extend(st[:-1])
-    return [KernelCall(spec, ptrs, call_dims, label)]
+    params = dict(text=str(expr), functions=cpp["functions"], statements=cpp["statements"], args=args,
+                  outs=stores, par_threshold=max(4096, PAR_WORK // max(weight, 1)),
+                  mode="flat" if flat else "strided", rank=rank, nstrided=len(strided))
+    return params, call_dims
+
+
+def _view_strides(view, out_shape) -> list[Dim]:
+    """A view's strides over the output's index space (0 where the output broadcasts it)."""
+    r = len(out_shape)
+    shape = (IntImm(1),) * (r - len(view.shape)) + tuple(view.shape)
+    st = (IntImm(0),) * (r - len(view.strides)) + tuple(view.strides)
+    return [IntImm(0) if (n == 1 and o != 1) else s for n, o, s in zip(shape, out_shape, st)]
+
+
+def lower_expr(expr, outs, ins, ctx: LowerContext, label: str, views=None) -> list[KernelCall]:
+    """One kernel evaluating `expr` over `ins` into `outs` (all of the outputs' shape)."""
+    params, dims = expr_kernel(expr, outs, ins, views)
+    spec = KernelSpec.make(ctx.template("elementwise.cpp.j2"), k=params)
+    return [KernelCall(spec, [*outs, *ins], dims, label)]
 
 
 @lowering("cpu", *[k for k in registered_kinds() if get_opdef(k).category is Category.ELEMENTWISE
@@ -223,6 +284,27 @@ def lower_elementwise(op: Op, ctx: LowerContext) -> list[KernelCall]:
     return lower_expr(single_op_expr(op), op.outputs, op.inputs, ctx, op.name or op.kind.value)
 
 
-@lowering("cpu", OpKind.FUSED_ELEMENTWISE)
+@lowering("cpu", OpKind.FUSED_ELEMENTWISE, features=("operand_views",))
 def lower_fused_elementwise(op: Op, ctx: LowerContext) -> list[KernelCall]:
-    return lower_expr(op.attrs.expr, op.outputs, op.inputs, ctx, op.name or op.kind.value)
+    return lower_expr(op.attrs.expr, op.outputs, op.inputs, ctx, op.name or op.kind.value,
+                      getattr(op.attrs, "operand_views", None))
+
+
+# -- grouped: independent element-wise ops (group_ops) as one kernel ------------------------------
+
+# Work items of the grouped kernel: about this many elements each (a block of a flat member, a run
+# of rows of a strided one), all members' items in one parallel loop.
+GROUP_BLOCK = 8192
+
+
+def lower_grouped_elementwise(op: Op, members: list[Op], ctx: LowerContext) -> list[KernelCall]:
+    """One parallel loop over the items of every member (backends/cpu/templates/elementwise_grouped.cpp.j2)."""
+    ms, ptrs, dims = [], [], []
+    for m in members:
+        params, d = expr_kernel(m.attrs.expr, m.outputs, m.inputs, getattr(m.attrs, "operand_views", None))
+        ms.append(dict(params, ptr_at=len(ptrs), dims_at=len(dims)))
+        ptrs += [*m.outputs, *m.inputs]
+        dims += d
+    spec = KernelSpec.make(ctx.template("elementwise_grouped.cpp.j2"), members=ms, block=GROUP_BLOCK,
+                           par_threshold=min(m["par_threshold"] for m in ms))
+    return [KernelCall(spec, ptrs, dims, op.name or op.kind.value)]

@@ -14,6 +14,7 @@ from ...ir.dims import Dim, IntImm, as_dim, prod
 from ...ir.dtype import DType
 from ...ir.op import Op, OpKind
 from ...ir.tensor import Tensor
+from ...ops.operand_views import matrix_view
 from ..cexpr import STORAGE
 from ..lower import LowerContext, lowering
 from ..spec import CONSTANTS_VERSION, KernelCall, KernelSpec
@@ -62,8 +63,9 @@ def md_dims(*mds: Md) -> list[Dim]:
 
 def matmul_call(ctx: LowerContext, op: Op, out: Tensor, a: Tensor, b: Tensor, bias: Optional[Tensor],
                 a_md: Md, b_md: Md, c_md: Md, extras: Sequence[Tensor] = (),
-                dst_md: Optional[epilogue.DstMd] = None) -> KernelCall:
-    """`extras`: the fused epilogue's operands; `dst_md` describes one in c_md's coordinates."""
+                dst_md: Optional[epilogue.DstMd] = None, a_offset: Optional[Dim] = None) -> KernelCall:
+    """`extras`: the fused epilogue's operands; `dst_md` describes one in c_md's coordinates;
+    `a_offset`: where a view of `a` starts, in elements (the last dim)."""
     rank = len(c_md[0])
     dims = md_dims(a_md, b_md, c_md)
     if bias is not None:  # [1, .., 1, N] dense: oneDNN broadcasts it over the rows
@@ -75,11 +77,15 @@ def matmul_call(ctx: LowerContext, op: Op, out: Tensor, a: Tensor, b: Tensor, bi
                                        prepack=prepack, convert=types["convert"],
                                        dst_md=dst_md or epilogue.batched_md(c_md[0]), rank=rank)
     dims += key
+    tail = dims + ([CONSTANTS_VERSION] if prepack else []) + loop_dims
+    src_offset = -1
+    if a_offset is not None and a_offset != 0:
+        src_offset = len(tail)
+        tail.append(a_offset)
     spec = KernelSpec.make(ctx.template("gemm_onednn.cpp.j2"), rank=rank, has_bias=bias is not None,
-                           prepack=prepack, nkey=len(dims), **types, **ep)
+                           prepack=prepack, nkey=len(dims), src_offset=src_offset, **types, **ep)
     ptrs = [out, a, b] + ([bias] if bias is not None else []) + list(extras)
-    return KernelCall(spec, ptrs, dims + ([CONSTANTS_VERSION] if prepack else []) + loop_dims,
-                      op.name or op.kind.value)
+    return KernelCall(spec, ptrs, tail, op.name or op.kind.value)
 
 
 def _matrix(rows: Dim, cols: Dim, transposed: bool) -> Md:
@@ -87,7 +93,7 @@ def _matrix(rows: Dim, cols: Dim, transposed: bool) -> Md:
     return ([rows, cols], [IntImm(1), rows] if transposed else [cols, IntImm(1)])
 
 
-@lowering("cpu", OpKind.GEMM, epilogue=True)
+@lowering("cpu", OpKind.GEMM, epilogue=True, features=("operand_views",))
 def lower_gemm(op: Op, ctx: LowerContext) -> list[KernelCall]:
     own, extras = epilogue.own_operands(op)
     a, b = own[:2]
@@ -95,9 +101,15 @@ def lower_gemm(op: Op, ctx: LowerContext) -> list[KernelCall]:
     out = op.outputs[0]
     ta, tb = op.attrs.trans_a, op.attrs.trans_b
     m, n = prod(out.shape[:-1]), out.shape[-1]  # a's leading dims fold into M
-    k = a.shape[0] if ta else a.shape[-1]
-    return [matmul_call(ctx, op, out, a, b, bias, _matrix(m, k, ta), _matrix(k, n, tb),
-                        ([m, n], [n, IntImm(1)]), extras, epilogue.folded_md(out.shape))]
+    view = (op.attrs.operand_views or (None,))[0]
+    if view is not None:  # a strided window of `a` (fuse_memory_ops): its rows and columns as they lie
+        rows, row_stride, k, col_stride = matrix_view(view)
+        a_md: Md = ([rows, k], [row_stride, col_stride])
+    else:
+        k = a.shape[0] if ta else a.shape[-1]
+        a_md = _matrix(m, k, ta)
+    return [matmul_call(ctx, op, out, a, b, bias, a_md, _matrix(k, n, tb), ([m, n], [n, IntImm(1)]), extras,
+                        epilogue.folded_md(out.shape), a_offset=view.offset if view is not None else None)]
 
 
 def _batched(shape: Sequence[Dim], rank: int, transposed: bool) -> Md:
@@ -125,3 +137,17 @@ def lower_bmm(op: Op, ctx: LowerContext) -> list[KernelCall]:
     c_md = (list(out.shape), dense_strides(out.shape))
     return [matmul_call(ctx, op, out, a, b, None, _batched(a.shape, rank, ta), _batched(b.shape, rank, tb), c_md,
                         extras, epilogue.batched_md(out.shape))]
+
+
+def lower_grouped_gemm(op: Op, members: list[Op], ctx: LowerContext) -> list[KernelCall]:
+    """Independent GEMMs (group_ops) as one kernel: each member exactly the call lower_gemm makes
+    for it (its oneDNN configuration, prepacked weight and epilogue), run in turn by
+    backends/cpu/templates/grouped_onednn.cpp.j2 from its slice of the pointers and dims."""
+    configs, ptrs, dims = [], [], []
+    for m in members:
+        (call,) = lower_gemm(m, ctx)
+        configs.append(dict(call.spec.param_dict(), ptr_at=len(ptrs), dims_at=len(dims)))
+        ptrs += call.ptrs
+        dims += call.dims
+    spec = KernelSpec.make(ctx.template("grouped_onednn.cpp.j2"), members=configs)
+    return [KernelCall(spec, ptrs, dims, op.name or op.kind.value)]

@@ -11,7 +11,7 @@ copy rows of D). pad (pad.cpp.j2) and gather (gather.cpp.j2) have their own kern
 from __future__ import annotations
 
 import json
-from typing import Union
+from typing import Callable, Union
 
 import numpy as np
 
@@ -29,7 +29,35 @@ PAR_MIN_BYTES = 1 << 16   # below 64 KiB a parallel region costs more than the c
 CHUNK_BYTES = 1 << 15     # long rows split into 32 KiB pieces so one big row still uses every core
 TILE = 32                 # 32x32 element tiles for transposes that move the contiguous dim
 
+# The geometry of these kernels (merged loop dims, strides, offsets, the loop shape) is the same on
+# every backend; only the kernel differs. Each backend registers, per family ("strided_copy",
+# "pad", "gather"), a maker (ctx, element bytes, numel, geometry params) -> its KernelSpec (numel:
+# the most elements any tensor the kernel touches holds, which bounds every index it forms), and
+# registers the lowering functions below for itself (CUDA: codegen/kernels/cuda/memory.py, gather.py).
+COPY_KERNELS: dict[tuple[str, str], Callable[..., KernelSpec]] = {}
+
+
+def copy_kernel(ctx: LowerContext, family: str, item: int, numel: Dim, **geometry) -> KernelSpec:
+    return COPY_KERNELS[(ctx.backend, family)](ctx, item, numel, **geometry)
+
+
+def _cpu_maker(family: str, **tuning: Callable[[int], int]) -> None:
+    def make(ctx: LowerContext, item: int, numel: Dim, **geometry) -> KernelSpec:
+        return KernelSpec.make(ctx.template(f"{family}.cpp.j2"), **geometry,
+                               **{k: f(item) for k, f in tuning.items()}, par_min=PAR_MIN_BYTES // item)
+    COPY_KERNELS[("cpu", family)] = make
+
+
+_cpu_maker("strided_copy", tile=lambda item: TILE, chunk=lambda item: max(1, CHUNK_BYTES // item))
+_cpu_maker("pad")
+_cpu_maker("gather")
+
 DimLike = Union[Dim, int]
+
+
+def max_numel(*tensors) -> Dim:
+    """The element count of the largest tensor (by upper bound)."""
+    return max((prod(t.shape) for t in tensors), key=lambda d: d.upper)
 
 
 def dense_strides(shape) -> list[Dim]:
@@ -77,8 +105,7 @@ def strided_copy_call(ctx: LowerContext, op: Op, dst: Tensor, src: Tensor, sizes
             order = [j for j in range(r - 1) if j != a] + [a, r - 1]
             sizes, ss, ds = [sizes[j] for j in order], [ss[j] for j in order], [ds[j] for j in order]
             mode = "tile"
-    spec = KernelSpec.make(ctx.template("strided_copy.cpp.j2"), elem=ELEM[item], rank=r, mode=mode,
-                           tile=TILE, chunk=max(1, CHUNK_BYTES // item), par_min=PAR_MIN_BYTES // item)
+    spec = copy_kernel(ctx, "strided_copy", item, max_numel(src, dst), elem=ELEM[item], rank=r, mode=mode)
     name = (op.name or op.kind.value) + (f" {what}" if what else "")
     return KernelCall(spec, [dst, src], [*sizes, *ss, *ds, as_dim(src_offset), as_dim(dst_offset)], name)
 
@@ -111,12 +138,16 @@ def lower_slice(op: Op, ctx: LowerContext) -> list[KernelCall]:
 
 @lowering("cpu", OpKind.CONCAT)
 def lower_concat(op: Op, ctx: LowerContext) -> list[KernelCall]:
+    """One copy per part, except the parts the memory plan placed in the output (their producers
+    wrote them there): ViT's [class token; patches] copies the token alone."""
     y, ax = op.outputs[0], op.attrs.axis
     ys = dense_strides(y.shape)
+    in_place = ctx.plan.concat_in_place.get(y, {})
     calls, at = [], IntImm(0)
     for i, x in enumerate(op.inputs):
-        calls.append(strided_copy_call(ctx, op, y, x, x.shape, dense_strides(x.shape), ys,
-                                       dst_offset=at * ys[ax], what=f"operand {i}"))
+        if i not in in_place:
+            calls.append(strided_copy_call(ctx, op, y, x, x.shape, dense_strides(x.shape), ys,
+                                           dst_offset=at * ys[ax], what=f"operand {i}"))
         at = at + x.shape[ax]
     return calls
 
@@ -156,9 +187,8 @@ def lower_pad(op: Op, ctx: LowerContext) -> list[KernelCall]:
     if not sizes:
         sizes, pads = [IntImm(1)], [(0, 0)]
     item = x.dtype.itemsize
-    spec = KernelSpec.make(ctx.template("pad.cpp.j2"), elem=ELEM[item], rank=len(sizes), mode=a.mode,
-                           fill_bits=_fill_bits(a.value, x.dtype) if a.mode == "constant" else 0,
-                           par_min=PAR_MIN_BYTES // item)
+    spec = copy_kernel(ctx, "pad", item, max_numel(x, y), elem=ELEM[item], rank=len(sizes), mode=a.mode,
+                       fill_bits=_fill_bits(a.value, x.dtype) if a.mode == "constant" else 0)
     dims = [*sizes, *(IntImm(lo) for lo, _ in pads), *(IntImm(hi) for _, hi in pads)]
     return [KernelCall(spec, [y, x], dims, op.name or op.kind.value)]
 
@@ -170,7 +200,7 @@ def lower_gather(op: Op, ctx: LowerContext) -> list[KernelCall]:
     item = x.dtype.itemsize
     label = "gather" + (f" '{op.name}'" if op.name else "")
     # json.dumps is a valid C string literal for the printable names ops get.
-    spec = KernelSpec.make(ctx.template("gather.cpp.j2"), elem=ELEM[item], index_t=STORAGE[idx.dtype],
-                           axis=ax, label=json.dumps(label), par_min=PAR_MIN_BYTES // item)
+    spec = copy_kernel(ctx, "gather", item, max_numel(x, y), elem=ELEM[item], index_t=STORAGE[idx.dtype],
+                       axis=ax, label=json.dumps(label))
     dims = [prod(x.shape[:ax]), x.shape[ax], prod(idx.shape), prod(x.shape[ax + 1:])]
     return [KernelCall(spec, [y, x, idx], dims, op.name or op.kind.value)]

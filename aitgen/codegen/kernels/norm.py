@@ -36,25 +36,26 @@ def _label(op: Op) -> str:
     return op.name or op.kind.value
 
 
-def prologue_params(op: Op, x: Tensor, extras: list[Tensor], row_dims: int) -> tuple[Optional[dict], list]:
+def prologue_params(op: Op, x: Tensor, extras: list[Tensor], row_dims: int,
+                    qualifier: str = "inline") -> tuple[Optional[dict], list]:
     """Template params and extra dims of a row op's prologue (ops/prologue.py), or (None, []).
 
     The kernel evaluates the prologue over one row of x ([rows, n]) into a float buffer. Extras
     are read at a base computed per row from x's outer dims (appended to the dims, then the outer
     strides of each extra) plus i when the extra covers the row, or at the base alone when it is
-    one value per row.
+    one value per row (`dense` says which). `qualifier` declares the expression's functions (expr_cpp).
     """
     pro = getattr(op.attrs, "prologue", None)
     if pro is None:
         return None, []
     outer = tuple(x.shape[:x.ndim - row_dims])
-    cpp = expr_cpp(pro, [x.dtype] + [t.dtype for t in extras])
+    cpp = expr_cpp(pro, [x.dtype] + [t.dtype for t in extras], qualifier=qualifier)
     loads, dims = [], list(outer)
     for k, t in enumerate(extras):
         st = broadcast_strides(t.shape, x.shape)
         dense = any(v != 0 for v in st[len(outer):])
         dims.extend(st[:len(outer)])
-        loads.append({"t": STORAGE[t.dtype], "ct": COMPUTE[t.dtype],
+        loads.append({"t": STORAGE[t.dtype], "ct": COMPUTE[t.dtype], "dense": dense,
                       "load": load(t.dtype, f"e{k}", f"eb{k}" + (" + i" if dense else ""))})
     params = dict(functions=cpp["functions"], statements=cpp["statements"], extras=loads,
                   outer_rank=len(outer), x_t=STORAGE[x.dtype], x_ct=COMPUTE[x.dtype], x_load=load(x.dtype, "x", "r * n + i"),
@@ -75,6 +76,26 @@ def lower_rownorm(op: Op, ctx: LowerContext) -> list[KernelCall]:
                            eps=c_float(op.attrs.eps), par_threshold=PAR_THRESHOLD, prologue=prologue,
                            row_buf=SOFTMAX_ROW_BUF)
     return [KernelCall(spec, [out, *op.inputs], [rows, n, *pro_dims], _label(op))]
+
+
+def lower_grouped_rownorm(op: Op, members: list[Op], ctx: LowerContext) -> list[KernelCall]:
+    """Independent layernorms (or rmsnorms) without prologues (group_ops) as one kernel, one
+    parallel loop over all their rows (backends/cpu/templates/norm_rows_grouped.cpp.j2). Every
+    member gets four pointer slots (out, x, weight, bias); the members agree on having a weight
+    and a bias (group_ops' class), and a slot none of them reads repeats x."""
+    first = members[0]
+    ptrs, dims, eps = [], [], []
+    for m in members:
+        k = m.attrs.num_axes
+        x = m.inputs[0]
+        ptrs += [m.outputs[0], x] + list(m.inputs[1:]) + [x] * (3 - len(m.inputs))
+        dims += [prod(x.shape[:-k]), prod(x.shape[-k:])]
+        eps.append(c_float(m.attrs.eps))
+    spec = KernelSpec.make(ctx.template("norm_rows_grouped.cpp.j2"),
+                           mode="layer" if first.kind is OpKind.LAYERNORM else "rms", t=STORAGE[first.outputs[0].dtype],
+                           has_weight=len(first.inputs) > 1, has_bias=len(first.inputs) > 2,
+                           members=[dict(eps=e) for e in eps], par_threshold=PAR_THRESHOLD)
+    return [KernelCall(spec, ptrs, dims, _label(op))]
 
 
 @lowering("cpu", OpKind.BATCHNORM)

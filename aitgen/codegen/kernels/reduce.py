@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from ...ir.dims import Dim, IntImm
+from ...ir.dims import Dim, IntImm, prod
 from ...ir.dtype import DType
 from ...ir.op import Op, OpKind
 from ...ir.tensor import Tensor
@@ -27,7 +27,7 @@ COL_CHUNK = 256
 ROW_LANES = 32
 
 _OPS = {OpKind.REDUCE_SUM: "sum", OpKind.REDUCE_MEAN: "mean", OpKind.REDUCE_MAX: "max",
-        OpKind.REDUCE_MIN: "min", OpKind.REDUCE_VAR: "var"}
+        OpKind.REDUCE_MIN: "min", OpKind.REDUCE_VAR: "var", OpKind.REDUCE_PROD: "prod"}
 
 
 def group_axes(shape: Sequence[Dim], reduced: set[int]) -> tuple[list[bool], list[Dim]]:
@@ -53,14 +53,21 @@ def group_axes(shape: Sequence[Dim], reduced: set[int]) -> tuple[list[bool], lis
     return kinds, sizes
 
 
-def reduce_call(ctx: LowerContext, op: str, x: Tensor, out: Tensor, axes: set[int], label: str,
-                correction: int = 0) -> KernelCall:
+def reduce_plan(op: str, x: Tensor, axes: set[int]) -> tuple[list[bool], list[Dim], str, list[int], list[int], str]:
+    """The loop shape of a reduction, on every backend: (is_reduced per group, group sizes, mode,
+    the kept groups and the reduced groups that index outputs / runs, compute type)."""
     kinds, sizes = group_axes(x.shape, axes)
     last = len(kinds) - 1
     mode = "row" if kinds[-1] else "col"
     kept = [g for g, r in enumerate(kinds) if not r and (mode == "row" or g != last)]
     red = [g for g, r in enumerate(kinds) if r and (mode == "col" or g != last)]
     ct = "float" if op in ("mean", "var") else COMPUTE[x.dtype]
+    return kinds, sizes, mode, kept, red, ct
+
+
+def reduce_call(ctx: LowerContext, op: str, x: Tensor, out: Tensor, axes: set[int], label: str,
+                correction: int = 0) -> KernelCall:
+    kinds, sizes, mode, kept, red, ct = reduce_plan(op, x, axes)
     spec = KernelSpec.make(ctx.template("reduce.cpp.j2"), op=op, mode=mode,
                            kinds=["R" if r else "K" for r in kinds], kept=kept, red=red,
                            t=STORAGE[x.dtype], out_t=STORAGE[out.dtype], ct=ct,
@@ -77,3 +84,19 @@ def lower_reduce(op: Op, ctx: LowerContext) -> list[KernelCall]:
     return [reduce_call(ctx, _OPS[op.kind], x, out, set(op.attrs.axes), op.name or op.kind.value,
                         op.attrs.correction)]
 
+
+
+# Columns of the inner dim per argmax task (the best values of a task live on the stack).
+ARG_BLOCK = 64
+
+
+@lowering("cpu", OpKind.ARGMAX, OpKind.ARGMIN)
+def lower_arg_reduce(op: Op, ctx: LowerContext) -> list[KernelCall]:
+    x, out = op.inputs[0], op.outputs[0]
+    ax = op.attrs.axis
+    spec = KernelSpec.make(ctx.template("arg_reduce.cpp.j2"), op="max" if op.kind is OpKind.ARGMAX else "min",
+                           cmp=">" if op.kind is OpKind.ARGMAX else "<", last=bool(op.attrs.select_last_index),
+                           t=STORAGE[x.dtype], ct=COMPUTE[x.dtype], load=load(x.dtype, "x", "i"),
+                           block=ARG_BLOCK, par_threshold=PAR_THRESHOLD)
+    return [KernelCall(spec, [out, x], [prod(x.shape[:ax]), x.shape[ax], prod(x.shape[ax + 1:])],
+                       op.name or op.kind.value)]

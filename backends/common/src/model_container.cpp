@@ -1,6 +1,8 @@
 // The static model container behind the C API: weights loaded once and shared, N runtimes (each
 // with its own activation arena) handed out to concurrent callers, and errors turned into status
-// codes with a thread-local message, so no exception leaves the library.
+// codes with a thread-local message, so no exception leaves the library. Where memory lives and how
+// a run executes is the backend's (aitgen/backend_hooks.h): one container serves every backend.
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstdio>
@@ -13,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "aitgen/backend_hooks.h"
 #include "aitgen/bad_input.hpp"
 #include "aitgen/model_abi.h"
 
@@ -26,24 +29,30 @@ std::atomic<int64_t> g_next_model{1};
 
 using BadInput = ait::bad_input;
 
-struct AlignedBuffer {
+// Model memory of the backend (host or device), freed with the owner.
+struct ModelMemory {
   char* ptr = nullptr;
-  explicit AlignedBuffer(int64_t bytes) {
-    // 64-byte alignment: the memory plan aligns every offset to 64, and vector loads want it.
-    size_t n = static_cast<size_t>((bytes + 63) / 64 * 64);
-    if (n == 0) n = 64;
-    ptr = static_cast<char*>(std::aligned_alloc(64, n));
-    if (!ptr) throw std::runtime_error("out of memory allocating " + std::to_string(n) + " bytes");
-  }
-  ~AlignedBuffer() { std::free(ptr); }
-  AlignedBuffer(const AlignedBuffer&) = delete;
-  AlignedBuffer& operator=(const AlignedBuffer&) = delete;
+  ModelMemory(int64_t bytes, const char* what)
+      : ptr(static_cast<char*>(ait::hooks::alloc(static_cast<size_t>(bytes), what))) {}
+  ~ModelMemory() { ait::hooks::release(ptr); }
+  ModelMemory(const ModelMemory&) = delete;
+  ModelMemory& operator=(const ModelMemory&) = delete;
+};
+
+struct BackendRuntime {
+  ait::hooks::Runtime* ptr;
+  BackendRuntime() : ptr(ait::hooks::runtime_create()) {}
+  ~BackendRuntime() { ait::hooks::runtime_destroy(ptr); }
+  BackendRuntime(const BackendRuntime&) = delete;
+  BackendRuntime& operator=(const BackendRuntime&) = delete;
 };
 
 struct Runtime {
-  AlignedBuffer arena;
+  ModelMemory arena;
   std::vector<int64_t> vars;
-  Runtime(int64_t arena_bytes, int num_vars) : arena(arena_bytes), vars(num_vars > 0 ? num_vars : 1) {}
+  BackendRuntime backend;  // declared last: destroyed first, while the arena it may use still exists
+  Runtime(int64_t arena_bytes, int num_vars)
+      : arena(arena_bytes, "the activation arena"), vars(num_vars > 0 ? num_vars : 1) {}
 };
 
 template <typename F>
@@ -67,7 +76,7 @@ int guarded(F&& f) {
 
 struct AitModel {
   const AitModelInfo* info = nullptr;
-  std::unique_ptr<AlignedBuffer> weights;
+  std::unique_ptr<ModelMemory> weights;
   std::vector<void*> constant_ptrs;
   std::vector<std::unique_ptr<Runtime>> runtimes;
   std::vector<Runtime*> idle;
@@ -93,6 +102,20 @@ struct AitModel {
 
 namespace {
 
+// Every runtime of the model, held for a scope: no run is in flight while constants or options change.
+struct HoldAll {
+  AitModel* m;
+  std::vector<Runtime*> held;
+  explicit HoldAll(AitModel* model) : m(model) {
+    for (size_t i = 0; i < m->runtimes.size(); ++i) held.push_back(m->acquire());
+  }
+  ~HoldAll() {
+    for (Runtime* r : held) m->release(r);
+  }
+  HoldAll(const HoldAll&) = delete;
+  HoldAll& operator=(const HoldAll&) = delete;
+};
+
 // weights.safetensors: 8-byte little-endian header length, a JSON header, then the data section.
 // The build recorded each constant's offset into the data section and the header length, so the
 // container needs no JSON parser; a different header length means a file from another build.
@@ -101,7 +124,7 @@ void load_weights(AitModel* m, const std::string& dir) {
   int64_t total = 0;
   for (int i = 0; i < info->num_constants; ++i)
     total = std::max<int64_t>(total, info->constants[i].offset + info->constants[i].nbytes);
-  m->weights = std::make_unique<AlignedBuffer>(total);
+  m->weights = std::make_unique<ModelMemory>(total, "the constants");
   m->constant_ptrs.assign(info->num_constants > 0 ? info->num_constants : 1, nullptr);
   if (info->num_constants == 0) return;
   std::string path = dir + "/weights.safetensors";
@@ -112,8 +135,20 @@ void load_weights(AitModel* m, const std::string& dir) {
   if (!f || static_cast<int64_t>(header) != info->weights_header_bytes)
     throw std::runtime_error(path + " does not belong to this build (header length differs)");
   f.seekg(static_cast<std::streamoff>(8 + header));
-  f.read(m->weights->ptr, total);
-  if (!f || f.gcount() != total) throw std::runtime_error(path + " is truncated");
+  if (ait::hooks::memory_is_host()) {
+    f.read(m->weights->ptr, total);
+    if (!f || f.gcount() != total) throw std::runtime_error(path + " is truncated");
+  } else {
+    // Device memory: through a bounded host buffer, so a large model needs no second full copy.
+    const int64_t chunk = std::min<int64_t>(total, int64_t{64} << 20);
+    std::vector<char> staging(static_cast<size_t>(std::max<int64_t>(chunk, 1)));
+    for (int64_t done = 0; done < total; done += chunk) {
+      const int64_t n = std::min(chunk, total - done);
+      f.read(staging.data(), n);
+      if (!f || f.gcount() != n) throw std::runtime_error(path + " is truncated");
+      ait::hooks::upload(m->weights->ptr + done, staging.data(), static_cast<size_t>(n));
+    }
+  }
   for (int i = 0; i < info->num_constants; ++i) m->constant_ptrs[i] = m->weights->ptr + info->constants[i].offset;
 }
 
@@ -138,6 +173,7 @@ int ait_model_create(const char* build_dir, int num_runtimes, AitModel** out) {
     if (!out) throw BadInput("out is null");
     *out = nullptr;
     if (num_runtimes < 1) throw BadInput("num_runtimes must be at least 1");
+    ait::hooks::init();
     auto m = std::make_unique<AitModel>();
     m->constants_version = g_next_model.fetch_add(1) << 32;
     m->info = ait_generated_info();
@@ -192,7 +228,7 @@ int ait_model_run(AitModel* m, const void* const* inputs, const int64_t* const* 
       if (!outputs[i]) throw BadInput(std::string("output '") + m->info->outputs[i].name + "' is null");
     AitRunContext ctx{inputs, outputs, m->constant_ptrs.data(), r->arena.ptr, r->vars.data(), output_shapes,
                       m->constants_version.load()};
-    ait_generated_run(&ctx);
+    ait::hooks::execute(r->backend.ptr, ctx, m->info->num_vars, m->info->num_inputs, m->info->num_outputs);
   });
 }
 
@@ -206,12 +242,19 @@ int ait_model_set_constant(AitModel* m, const char* name, const void* data, int6
     if (nbytes != m->info->constants[idx].nbytes)
       throw BadInput(std::string("constant '") + name + "' has " + std::to_string(m->info->constants[idx].nbytes) +
                      " bytes, got " + std::to_string(nbytes));
-    // Take every runtime so no run reads a half-written constant.
-    std::vector<Runtime*> held;
-    for (size_t i = 0; i < m->runtimes.size(); ++i) held.push_back(m->acquire());
-    std::memcpy(m->constant_ptrs[idx], data, static_cast<size_t>(nbytes));
+    HoldAll all(m);  // no run reads a half-written constant
+    ait::hooks::upload(m->constant_ptrs[idx], data, static_cast<size_t>(nbytes));
     m->constants_version.fetch_add(1);
-    for (Runtime* r : held) m->release(r);
+  });
+}
+
+int ait_model_set_option(AitModel* m, const char* name, int64_t value) {
+  return guarded([&] {
+    if (!m || !name) throw BadInput("null argument");
+    HoldAll all(m);
+    for (Runtime* r : all.held)
+      if (!ait::hooks::set_option(r->backend.ptr, name, value))
+        throw BadInput(std::string("this backend has no option '") + name + "'");
   });
 }
 

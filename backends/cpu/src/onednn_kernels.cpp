@@ -155,7 +155,8 @@ std::shared_ptr<Entry> make_conv(const ConvConfig& cfg, const int64_t* d) {
 // C = 0), where the accumulator is the bias (or zeros) and oneDNN is not called.
 template <typename T, bool kConvert, typename Make>
 void dispatch(KernelState* st, bool prepack, int nkey, const Epilogue& ep, void* const* p, const int64_t* d,
-              const int64_t* out_sizes, int out_rank, int channel_axis, bool has_bias, bool empty, Make&& make) {
+              const int64_t* out_sizes, int out_rank, int channel_axis, bool has_bias, bool empty, int src_offset,
+              Make&& make) {
   T* out = static_cast<T*>(p[0]);
   const T* bias = has_bias ? static_cast<const T*>(p[3]) : nullptr;
   const int64_t out_elems = numel(out_rank, out_sizes);
@@ -167,7 +168,8 @@ void dispatch(KernelState* st, bool prepack, int nkey, const Epilogue& ep, void*
     return;
   }
   std::shared_ptr<Entry> e = st->primitives.get(d, nkey, make);
-  run<T, kConvert>(*e, out, static_cast<const T*>(p[1]), static_cast<const T*>(p[2]), bias,
+  const T* src = static_cast<const T*>(p[1]) + (src_offset >= 0 ? d[src_offset] : 0);
+  run<T, kConvert>(*e, out, src, static_cast<const T*>(p[2]), bias,
                    prepack ? &st->packs : nullptr, prepack ? d[nkey] : 0, p);
   if (ep.loop && !e->post_ops) ep.loop(p, d);
 }
@@ -193,13 +195,13 @@ void matmul(const MatmulConfig& cfg, KernelState* st, void* const* p, const int6
   const int r = cfg.rank;
   // Channels of the bias (N) are the output's last axis; K is a's last size.
   by_storage(cfg.storage, cfg.convert, st, cfg.prepack, cfg.nkey, cfg.epilogue, p, d, d + 4 * r, r, r - 1,
-             cfg.has_bias, d[r - 1] == 0, [&] { return make_matmul(cfg, d); });
+             cfg.has_bias, d[r - 1] == 0, cfg.src_offset, [&] { return make_matmul(cfg, d); });
 }
 
 void conv(const ConvConfig& cfg, KernelState* st, void* const* p, const int64_t* d) {
   // out [N, O, HO, WO] sits after x's 8 dims and the weight's; channels are its axis 1; C is x's.
   by_storage(cfg.storage, cfg.convert, st, cfg.prepack, cfg.nkey, cfg.epilogue, p, d, d + 8 + 2 * cfg.wei_rank, 4, 1,
-             cfg.has_bias, d[1] == 0, [&] { return make_conv(cfg, d); });
+             cfg.has_bias, d[1] == 0, -1, [&] { return make_conv(cfg, d); });
 }
 
 }  // namespace onednn

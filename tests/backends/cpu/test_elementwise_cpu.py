@@ -97,3 +97,50 @@ def test_bad_input_leaves_model_usable(tmp_path):
     with pytest.raises(RuntimeInputError, match="dtype float64"):
         model.run({"x": good.astype(np.float64)})
     np.testing.assert_array_equal(model.run({"x": good})["y"], np.maximum(good, 0))
+
+
+# Kinds added for the importers: the std:: spellings in codegen/kernels/elementwise.py against the
+# oracle, edge values included (NaN, infinities, ties for round, zero divisors for int remainders).
+MATH_UNARY = ["sin", "cos", "atan", "sinh", "cosh", "asinh", "expm1", "floor", "ceil", "round", "sign"]
+MATH_UNIT = ["tan", "asin", "acos", "atanh", "log1p"]  # fed values in (-0.95, 0.95)
+
+
+@pytest.mark.parametrize("dtype,tol", [("float32", dict(rtol=1e-5, atol=1e-6)),
+                                       ("float16", dict(rtol=2e-3, atol=2e-3))])
+def test_importer_kinds(tmp_path, dtype, tol):
+    n = ag.IntVar("n", 1, 16)
+    x = ag.Tensor([n, 19], dtype, name="x")
+    u = ag.Tensor([n, 19], dtype, name="u")
+    outs = {f"x_{k}": getattr(ops, k)(x) for k in MATH_UNARY}
+    outs.update({f"u_{k}": getattr(ops, k)(u) for k in MATH_UNIT})
+    outs.update(acosh=ops.acosh(ops.abs(x) + 1.0), isnan=ops.isnan(x), isinf=ops.isinf(x),
+                fmod=ops.fmod(x, u), mod=ops.mod(x, u))
+    ints = {}
+    if dtype == "float32":
+        i = ag.Tensor([n, 19], "int32", name="i")
+        j = ag.Tensor([19], "int32", name="j")
+        ints = {k: getattr(ops, k)(i, j) for k in ("mod", "fmod", "bitwise_and", "bitwise_or", "bitwise_xor")}
+        ints.update(bitwise_not=ops.bitwise_not(i), isign=ops.sign(i), i8_mod=ops.mod(ops.cast(i, "int8"), ops.cast(j, "int8")))
+        outs.update({f"i_{k}": v for k, v in ints.items()})
+    model = ag.compile_model(outs, target="cpu", workdir=tmp_path / "m")
+    rng = np.random.default_rng(3)
+    np_dt = ag.DType[dtype].np
+    for size in (3, 16):
+        xv = (rng.standard_normal((size, 19)) * 3).astype(np_dt)
+        xv[0, :8] = np.array([np.nan, np.inf, -np.inf, 2.5, -2.5, 0.5, -0.5, 0.0]).astype(np_dt)
+        feeds = {"x": xv, "u": rng.uniform(-0.95, 0.95, (size, 19)).astype(np_dt)}
+        if ints:
+            feeds["i"] = rng.integers(-60, 60, (size, 19)).astype(np.int32)
+            jv = rng.integers(-6, 7, 19).astype(np.int32)
+            jv[:2] = 0  # an integer remainder by zero is 0 in both
+            feeds["j"] = jv
+        with np.errstate(all="ignore"):
+            want = ag.reference.run(outs, feeds)
+        got = model.run(feeds)
+        for k in outs:
+            assert got[k].dtype == want[k].dtype, k
+            if want[k].dtype.kind in "biu":
+                np.testing.assert_array_equal(got[k], want[k], err_msg=k)
+            else:
+                np.testing.assert_allclose(got[k].astype(np.float32), want[k].astype(np.float32), err_msg=k,
+                                           equal_nan=True, **tol)

@@ -137,6 +137,29 @@ def test_conv_epilogues_dynamic(tmp_path):
         check(model.run(feeds), ag.reference.run(outs, feeds))
 
 
+def test_conv_transpose_epilogues(tmp_path):
+    # A decoder's upsampling layer: bias + activation + residual in the deconvolution's kernel
+    # (post-ops, or the loop for what they cannot say), dynamic batch, grouped, output_padding.
+    n = ag.IntVar("n", 1, 3)
+    x = ag.Tensor([n, 5, 5, 6], name="x")
+    res = ag.Tensor([n, 10, 10, 4], name="res")
+    up = lambda b=True: ops.conv_transpose2d(x, const((6, 3, 3, 4)), const(4) if b else None,  # noqa: E731
+                                             stride=2, padding=1, output_padding=1)
+    bn = [const(4, low=0.5), const(4), const(4), const(4, low=0.5)]
+    outs = {
+        "bias_relu_residual": ops.relu(up()) + res,
+        "bias_from_add_gelu": ops.gelu(up(False) + const(4)),
+        "bn_silu": ops.silu(ops.batchnorm(up(False), *bn, eps=1e-5)),
+        "grouped_dag": (lambda y: ops.where(ops.less(y, 0.0), y * 0.2, y))(
+            ops.conv_transpose2d(x, const((6, 2, 2, 2)), const(6), stride=2, groups=3)),
+    }
+    model = ag.compile_model(outs, target="cpu", workdir=tmp_path / "m")
+    assert json.loads((tmp_path / "m" / "report.json").read_text())["num_kernels"] == len(outs)
+    for size in (1, 3):
+        feeds = {"x": rand((size, 5, 5, 6)), "res": rand((size, 10, 10, 4))}
+        check(model.run(feeds), ag.reference.run(outs, feeds))
+
+
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_16_bit(tmp_path, dtype):
     m = ag.IntVar("m", 1, 16)

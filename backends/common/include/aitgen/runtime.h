@@ -39,13 +39,20 @@ AIT_API int ait_model_output_info(const AitModel* model, int i, const char** nam
 
 /* Run once. inputs[i] points at input i laid out densely with shape input_shapes[i];
  * outputs[j] must hold the output's max shape; the actual output shapes are written to
- * output_shapes[j * AIT_MAX_RANK + d]. Thread-safe. */
+ * output_shapes[j * AIT_MAX_RANK + d] (host memory). Input and output buffers are the model's
+ * memory: host memory on the CPU backend, device memory of the model's GPU on CUDA (the run
+ * starts after work queued on the legacy default stream and returns when it is complete).
+ * Thread-safe. */
 AIT_API int ait_model_run(AitModel* model, const void* const* inputs, const int64_t* const* input_shapes,
                   void* const* outputs, int64_t* output_shapes);
 
 /* Replace a constant (weights) by name; nbytes must match. Waits for runs in flight. */
 AIT_API int ait_model_set_constant(AitModel* model, const char* name, const void* data, int64_t nbytes);
 AIT_API int ait_model_num_constants(const AitModel* model);
+
+/* A backend option for every runtime, e.g. "cuda_graph" (0/1) on CUDA: capture the run sequence as
+ * a CUDA graph per set of bound dims. Waits for runs in flight; AIT_BAD_INPUT for an unknown name. */
+AIT_API int ait_model_set_option(AitModel* model, const char* name, int64_t value);
 AIT_API int ait_model_constant_info(const AitModel* model, int i, const char** name, int* dtype, int64_t* nbytes);
 
 AIT_API const char* ait_last_error(void);

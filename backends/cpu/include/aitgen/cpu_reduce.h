@@ -293,6 +293,25 @@ inline double row_exp_sum(const float* x, int64_t n, float m, float* e) {
   return total;
 }
 
+// One row of a layer norm (kLayer) or an RMS norm over n contiguous elements: y = (x - mean) * rstd
+// (* w + b), statistics in float32 from double sums. A row fits in L1/L2 for the shapes that
+// matter (768..8192), so the extra pass of the two-pass variance costs little and keeps the
+// oracle's accuracy for inputs with a large mean. X is the storage type, or float for a row a
+// prologue computed. Shared by norm_rows.cpp.j2 and norm_rows_grouped.cpp.j2.
+template <bool kLayer, bool kWeight, bool kBias, typename X, typename T>
+inline void norm_row(const X* xr, T* yr, const T* w, const T* b, int64_t n, float eps) {
+  const float mean = kLayer ? static_cast<float>(row_sum(xr, n) / static_cast<double>(n)) : 0.0f;
+  const float var = static_cast<float>(row_sumsq(xr, n, mean) / static_cast<double>(n));
+  const float rstd = 1.0f / std::sqrt(var + eps);
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) {
+    float y = (to_f32(xr[i]) - mean) * rstd;
+    if (kWeight) y = y * to_f32(w[i]);
+    if (kBias) y = y + to_f32(b[i]);
+    yr[i] = from_f32<T>(y);
+  }
+}
+
 }  // namespace ait
 
 #endif  // AITGEN_CPU_REDUCE_H_

@@ -47,6 +47,7 @@ struct MatmulConfig {
   bool prepack;   // b is a graph constant: pack it once per constants version
   int nkey;       // dims that make the shape; d[nkey] is the constants version when prepacking
   Epilogue epilogue;  // its operands follow the bias in p
+  int src_offset = -1;  // >= 0: a reads from p[1] + d[src_offset] elements (a strided view of a tensor)
 };
 
 // Convolution or transposed convolution (deconvolution), NHWC. p = {out, x, weight[, bias]}.

@@ -1,0 +1,8 @@
+"""CUDA lowering functions (`@lowering("cuda", OpKind.X, ...)`), one module per op family;
+importing this package registers them. Each family adds its module to the imports below; an op
+whose family is not imported has no CUDA kernel, and lower_graph names it (UnsupportedOpError)."""
+from . import attention  # noqa: F401,E402
+from . import gemm  # noqa: F401,E402
+from . import elementwise, gather, memory, norm, pool, reduce, softmax  # noqa: F401,E402 - C3's families
+from . import conv  # noqa: F401,E402
+from . import grouped  # noqa: F401,E402 - GROUPED dispatcher (members: gemm)

@@ -1,0 +1,32 @@
+"""CUDA gather (np.take along an axis; embeddings): the CPU lowering's geometry
+(codegen/kernels/memory.py lower_gather: d = [outer, n, m, inner]) with a CUDA kernel
+(backends/cuda/templates/gather.cu.j2) that moves rows of `inner` elements in the widest unit of
+16, 8 or 4 bytes that the row length and pointers allow.
+
+Indices are data that only the device sees. Checking them on the host would cost a copy and a
+synchronisation every run, so the kernel clamps a bad index (it never reads out of bounds) and
+records the first one in the run's device error record (ait::cuda::device_error(), declared in
+cuda_kernel.cuh by the runtime); the container reads that record back when the run ends, where it
+synchronises anyway, and fails the run with AIT_BAD_INPUT (RuntimeInputError in Python), naming this
+op, the index and its position. The outputs of such a run are not defined.
+"""
+from __future__ import annotations
+
+from ...lower import LowerContext, lowering
+from ...spec import KernelSpec
+from ....ir.dims import Dim
+from ....ir.op import OpKind
+from .. import memory as cpu_memory
+from .elementwise import BLOCKS_PER_SM, PACK_BYTES, THREADS, index_types
+from .memory import UNIT_T
+
+
+def _gather(ctx: LowerContext, item: int, numel: Dim, *, elem: str, index_t: str, axis: int, label: str) -> KernelSpec:
+    units = [{"bytes": u, "t": UNIT_T[u]} for u in (PACK_BYTES, 8, 4) if u > item]
+    return KernelSpec.make(ctx.template("gather.cu.j2"), elem=elem, item=item, index_t=index_t, axis=axis,
+                           label=label, units=units, index_types=index_types(numel), threads=THREADS,
+                           per_sm=BLOCKS_PER_SM)
+
+
+cpu_memory.COPY_KERNELS[("cuda", "gather")] = _gather
+lowering("cuda", OpKind.GATHER)(cpu_memory.lower_gather)

@@ -1,0 +1,403 @@
+"""Walking an ONNX graph: inputs and dims, initializers, node conversion, import-time folding.
+
+Every ONNX value name maps to one of
+  - a Tensor (computed at run time, or a constant the graph reads),
+  - an ndarray (known while importing: an initializer, a Constant node, a folded node),
+  - an object ndarray of Dims (a shape value that depends on dynamic dims: Shape of a tensor whose
+    batch is an IntVar, and what Gather/Concat/Mul/... make of it; see _symbolic.py).
+Import-time values become graph constants only when something that runs reads them, so Shape ->
+Gather -> Unsqueeze -> Concat -> Reshape leaves one reshape with a symbolic target shape.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Mapping, Optional
+
+import numpy as np
+
+from ...errors import AitgenError, ImportError_, UnsupportedOpError
+from ...ir.dims import Dim, IntImm, IntVar
+from ...ir.dtype import DType, as_dtype
+from ...ir.tensor import Tensor, constant
+from ._symbolic import fold_symbolic, normalize_symbolic
+from .registry import Folded, NodeContext, converter_for, min_opset_of
+
+# Opsets 13-21 are the promise. The model-level floor is low on purpose: each converter registers
+# the opset its semantics start at (onnx_op(min_opset=...)), and variants where an op changed
+# (Squeeze/Unsqueeze/Split axes, Slice/Pad/Clip inputs, Reduce* axes), so an older model imports
+# exactly the ops whose semantics we follow and names the first one we do not.
+MIN_OPSET = 1
+DEFAULT_DIM_BOUND = 64
+
+_DTYPES = {"FLOAT": DType.float32, "FLOAT16": DType.float16, "BFLOAT16": DType.bfloat16,
+           "INT8": DType.int8, "INT32": DType.int32, "INT64": DType.int64, "BOOL": DType.bool}
+# Converters that must see their node even when every input is known (nothing to fold: they have
+# effects on shapes or produce random numbers).
+_NO_FOLD = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial",
+            "Bernoulli",
+            # subgraphs read values of the enclosing graph, so "every input known" says nothing
+            "If", "Loop", "Scan"}
+
+
+def onnx_module():
+    """The onnx package, imported on first use: it is an optional dependency."""
+    try:
+        import onnx  # noqa: F401
+        from onnx import numpy_helper  # noqa: F401
+    except ImportError as e:  # pragma: no cover - depends on the environment
+        raise ImportError_("importing ONNX models needs the onnx package: "
+                           "pip install 'aitgen[onnx]' (or pip install onnx)") from e
+    return onnx
+
+
+def read_model(model):
+    """A ModelProto from a path, bytes or a ModelProto; ImportError_ for anything unreadable."""
+    onnx = onnx_module()
+    if isinstance(model, onnx.ModelProto):
+        return model
+    if isinstance(model, (bytes, bytearray)):
+        data, where = bytes(model), "bytes"
+    elif isinstance(model, (str, os.PathLike)):
+        p = Path(model)
+        if not p.is_file():
+            raise ImportError_(f"ONNX model file '{p}' does not exist")
+        data, where = p.read_bytes(), f"'{p}'"
+    else:
+        raise ImportError_(f"an ONNX model must be a path, bytes or onnx.ModelProto, got {type(model).__name__}")
+    m = onnx.ModelProto()
+    try:
+        m.ParseFromString(data)
+    except Exception as e:  # protobuf's DecodeError and friends
+        raise ImportError_(f"{where} is not a valid ONNX model: {e}") from None
+    if not m.HasField("graph"):
+        raise ImportError_(f"{where} is not a valid ONNX model: it has no graph")
+    if isinstance(model, (str, os.PathLike)):  # weights saved beside the model (models over 2 GB)
+        from onnx.external_data_helper import (
+            load_external_data_for_model,
+            uses_external_data,
+        )
+        if any(uses_external_data(t) for t in m.graph.initializer):
+            try:
+                load_external_data_for_model(m, str(Path(model).parent))
+            except Exception as e:
+                raise ImportError_(f"{where}: external weights cannot be read: {e}") from None
+    return m
+
+
+def elem_dtype(elem_type: int, what: str) -> DType:
+    onnx = onnx_module()
+    try:
+        name = onnx.TensorProto.DataType.Name(elem_type)
+    except ValueError:
+        raise ImportError_(f"{what}: unknown element type {elem_type}") from None
+    if name not in _DTYPES:
+        raise UnsupportedOpError(f"{what}: element type {name} has no aitgen dtype "
+                                 f"(supported: {', '.join(_DTYPES)})")
+    return _DTYPES[name]
+
+
+class _Missing:
+    """An output a converter did not produce; reading it is an unsupported-op error."""
+
+    def __init__(self, label: str, k: int):
+        self.label, self.k = label, k
+
+
+class Loader:
+    def __init__(self, model, dim_bounds: Optional[Mapping[str, tuple[int, int]]] = None,
+                 default_dim_bound: int = DEFAULT_DIM_BOUND,
+                 input_dtypes: Optional[Mapping[str, Any]] = None,
+                 constant_inputs: Optional[Mapping[str, Any]] = None):
+        self.onnx = onnx_module()
+        from onnx import numpy_helper
+        self.numpy_helper = numpy_helper
+        self.model = model
+        self.dim_bounds = dict(dim_bounds or {})
+        self.default_dim_bound = int(default_dim_bound)
+        self.input_dtypes = dict(input_dtypes or {})
+        self.constant_inputs = {k: np.asarray(v) for k, v in (constant_inputs or {}).items()}
+        self.values: dict[str, Any] = {}
+        self.vars: dict[str, IntVar] = {}
+        self._const_cache: dict[str, Tensor] = {}
+        self._folding = False
+        self.opset = self._default_opset()
+
+    # -- model-level ----------------------------------------------------------------------------
+    def _default_opset(self) -> int:
+        ops = [o.version for o in self.model.opset_import if o.domain in ("", "ai.onnx")]
+        if not ops:
+            raise ImportError_("the model imports no default-domain (ai.onnx) opset")
+        v = int(ops[0])
+        if v < MIN_OPSET:
+            raise UnsupportedOpError(f"the model uses ai.onnx opset {v}; aitgen imports opsets "
+                                     f"{MIN_OPSET} and later")
+        return v
+
+    def dim(self, d, where: str) -> Dim:
+        if d.HasField("dim_value"):
+            if d.dim_value < 0:
+                raise ImportError_(f"{where}: negative size {d.dim_value}")
+            return IntImm(int(d.dim_value))
+        name = d.dim_param or where.replace("'", "").replace(" ", "_")
+        v = self.vars.get(name)
+        if v is None:
+            lb, ub = self.dim_bounds.get(name, (1, self.default_dim_bound))
+            try:
+                v = IntVar(name, int(lb), int(ub))
+            except AitgenError as e:
+                raise ImportError_(f"{where}: bounds for dim '{name}': {e}") from None
+            self.vars[name] = v
+        return v
+
+    def graph_input(self, vi) -> Tensor:
+        what = f"input '{vi.name}'"
+        if not vi.type.HasField("tensor_type"):
+            raise UnsupportedOpError(f"{what}: only tensor inputs are supported "
+                                     f"(got {vi.type.WhichOneof('value')})")
+        tt = vi.type.tensor_type
+        if vi.name in self.input_dtypes:
+            dt = as_dtype(self.input_dtypes[vi.name])
+        else:
+            dt = elem_dtype(tt.elem_type, what)
+        if not tt.HasField("shape"):
+            raise ImportError_(f"{what} has no shape (rank unknown)")
+        shape = [self.dim(d, f"{vi.name} dim {i}") for i, d in enumerate(tt.shape.dim)]
+        return Tensor(shape, dt, name=vi.name)
+
+    def load(self) -> tuple[dict[str, Tensor], dict[str, Tensor]]:
+        g = self.model.graph
+        for init in g.initializer:
+            if not init.name:
+                raise ImportError_("an initializer has no name")
+            try:
+                self.values[init.name] = self.numpy_helper.to_array(init)
+            except Exception as e:
+                raise ImportError_(f"initializer '{init.name}' cannot be read: {e}") from None
+        for sp in g.sparse_initializer:
+            raise UnsupportedOpError(f"sparse initializer '{sp.values.name}' is not supported")
+        inputs: dict[str, Tensor] = {}
+        for vi in g.input:
+            if vi.name in self.values:  # an initializer listed as an input: a constant here
+                continue
+            if vi.name in self.constant_inputs:  # frozen by the caller: known while importing
+                self.values[vi.name] = self.constant_inputs.pop(vi.name)
+                continue
+            if not vi.name or vi.name in inputs:
+                raise ImportError_(f"graph input name '{vi.name}' is empty or repeated")
+            inputs[vi.name] = self.values[vi.name] = self.graph_input(vi)
+        if self.constant_inputs:
+            raise ImportError_(f"constant_inputs names {sorted(self.constant_inputs)}, which are not graph "
+                               f"inputs; the inputs are {[vi.name for vi in g.input]}")
+        for idx, node in self._sorted_nodes(g):
+            self.convert(node, idx)
+        outputs: dict[str, Tensor] = {}
+        for vi in g.output:
+            if vi.name not in self.values:
+                raise ImportError_(f"graph output '{vi.name}' is produced by no node")
+            outputs[vi.name] = self._materialise(vi.name, f"graph output '{vi.name}'", cache=True)
+        return inputs, outputs
+
+    def _sorted_nodes(self, g) -> list:
+        """Nodes in an order where each reads only values defined before it (ONNX requires
+        topological order, but a sort costs little and names the dangling value when there is one)."""
+        defined = set(self.values) | {""}
+        producers: dict[str, int] = {}
+        for i, n in enumerate(g.node):
+            for o in n.output:
+                if o and (o in producers or o in defined):
+                    raise ImportError_(f"value '{o}' is defined twice (node '{n.name or n.op_type}')")
+                if o:
+                    producers[o] = i
+        for i, n in enumerate(g.node):
+            for name in n.input:
+                if name not in defined and name not in producers:
+                    raise ImportError_(f"node '{n.name or n.op_type + '_' + str(i)}' ({n.op_type}) reads "
+                                       f"'{name}', which no input, initializer or node defines")
+        order, done, state = [], set(), {}
+        for start in range(len(g.node)):
+            stack = [(start, False)]
+            while stack:
+                i, expanded = stack.pop()
+                if i in done:
+                    continue
+                if expanded:
+                    done.add(i)
+                    order.append((i, g.node[i]))
+                    continue
+                if state.get(i) == "open":
+                    raise ImportError_(f"the graph has a cycle through node '{g.node[i].name or g.node[i].op_type}'")
+                state[i] = "open"
+                stack.append((i, True))
+                for name in g.node[i].input:
+                    j = producers.get(name)
+                    if j is not None and j not in done:
+                        if state.get(j) == "open":
+                            raise ImportError_(f"the graph has a cycle through value '{name}'")
+                        stack.append((j, False))
+        return order
+
+    def inline(self, g, ctx: NodeContext) -> list:
+        """Convert a subgraph (an If branch) in the enclosing scope; its outputs' values."""
+        for init in g.initializer:
+            try:
+                self.values[init.name] = self.numpy_helper.to_array(init)
+            except Exception as e:
+                raise ImportError_(f"{ctx.label}: subgraph initializer '{init.name}' cannot be read: {e}") from None
+        for idx, node in self._sorted_nodes(g):
+            self.convert(node, idx)
+        out = []
+        for vi in g.output:
+            if vi.name not in self.values:
+                raise ImportError_(f"{ctx.label}: subgraph output '{vi.name}' is produced by no node")
+            v = self.value_of(vi.name, ctx)
+            out.append(Folded(v) if isinstance(v, np.ndarray) else v)
+        return out
+
+    # -- values ----------------------------------------------------------------------------------
+    def value_of(self, name: str, ctx: NodeContext) -> Any:
+        v = self.values.get(name)
+        if isinstance(v, _Missing):
+            raise UnsupportedOpError(f"{ctx.label} reads '{name}', output {v.k} of {v.label}, "
+                                     "which aitgen does not compute")
+        return v
+
+    def tensor_of(self, name: str, ctx: NodeContext) -> Tensor:
+        self.value_of(name, ctx)
+        return self._materialise(name, f"{ctx.label}: input '{name}'", cache=not self._folding)
+
+    def _materialise(self, name: str, what: str, cache: bool) -> Tensor:
+        v = self.values[name]
+        if isinstance(v, Tensor):
+            return v
+        if isinstance(v, _Missing):
+            raise UnsupportedOpError(f"{what} is output {v.k} of {v.label}, which aitgen does not compute")
+        if v.dtype == object:
+            raise UnsupportedOpError(f"{what} holds a shape value that depends on dynamic dims "
+                                     f"[{', '.join(map(str, v.reshape(-1)))}]; aitgen keeps such values "
+                                     "at import time and cannot compute them in the graph")
+        if cache and name in self._const_cache:
+            return self._const_cache[name]
+        try:
+            if v.dtype == np.float64:  # constant() would narrow it to float32 silently
+                raise UnsupportedOpError("float64")
+            t = constant(v, name=name)
+        except AitgenError:
+            raise UnsupportedOpError(f"{what}: constant of numpy dtype {v.dtype} has no aitgen dtype") from None
+        if cache:
+            self._const_cache[name] = t
+        return t
+
+    def attr_value(self, a) -> Any:
+        onnx = self.onnx
+        AT = onnx.AttributeProto
+        if a.type == AT.UNDEFINED:
+            raise ImportError_("has no type")
+        try:
+            v = onnx.helper.get_attribute_value(a)
+        except Exception as e:
+            raise ImportError_(f"cannot be read: {e}") from None
+        if a.type == AT.STRING:
+            return v.decode("utf-8", "replace")
+        if a.type == AT.STRINGS:
+            return [s.decode("utf-8", "replace") for s in v]
+        if a.type == AT.TENSOR:
+            try:
+                return self.numpy_helper.to_array(v)
+            except Exception as e:
+                raise ImportError_(f"tensor cannot be read: {e}") from None
+        if a.type == AT.INTS:
+            return [int(x) for x in v]
+        if a.type == AT.FLOATS:
+            return [float(x) for x in v]
+        if a.type == AT.INT:
+            return int(v)
+        if a.type == AT.FLOAT:
+            return float(v)
+        return v
+
+    # -- nodes -----------------------------------------------------------------------------------
+    def convert(self, node, idx: int) -> None:
+        ctx = NodeContext(node, idx, self.opset, list(node.input), self)
+        if node.domain not in ("", "ai.onnx"):
+            raise UnsupportedOpError(f"{ctx.label}: domain '{node.domain}' is not supported")
+        fn = converter_for(node.op_type, self.opset)
+        if fn is None:
+            lo = min_opset_of(node.op_type)
+            why = f"supported from opset {lo}" if lo is not None else "no converter for this op type"
+            raise UnsupportedOpError(f"{ctx.label}: {why}")
+        vals = [self.value_of(n, ctx) for n in node.input if n]
+        runtime = any(isinstance(v, Tensor) and not v.is_constant for v in vals)
+        symbolic = any(isinstance(v, np.ndarray) and v.dtype == object for v in vals)
+        try:
+            res = None
+            if not runtime and symbolic:
+                res = fold_symbolic(ctx)
+            if res is None and not runtime and not symbolic and node.op_type not in _NO_FOLD:
+                res = self._fold(ctx, fn)
+            if res is None:
+                res = _as_list(fn(ctx), ctx)
+        except UnsupportedOpError as e:
+            raise e if ctx.label in str(e) else UnsupportedOpError(f"{ctx.label}: {e}") from None
+        except ImportError_ as e:
+            raise e if ctx.label in str(e) else ImportError_(f"{ctx.label}: {e}") from None
+        except AitgenError as e:  # a shape or dtype error from an op builder: the model is wrong
+            raise ImportError_(f"{ctx.label}: {type(e).__name__}: {e}") from None
+        except Exception as e:  # never let a bare KeyError/IndexError/... escape load
+            raise ImportError_(f"{ctx.label}: cannot convert ({type(e).__name__}: {e})") from None
+        self._store(ctx, res)
+
+    def _fold(self, ctx: NodeContext, fn) -> list:
+        """Every input known: run the converter on fresh constants and evaluate it with the oracle."""
+        from ... import reference
+        self._folding = True
+        try:
+            res = _as_list(fn(ctx), ctx)
+        finally:
+            self._folding = False
+        live = {f"o{i}": r for i, r in enumerate(res) if isinstance(r, Tensor) and not r.is_constant}
+        values = reference.run(live, {}) if live else {}
+        return [Folded(values[f"o{i}"] if f"o{i}" in live else r.value) if isinstance(r, Tensor) else r
+                for i, r in enumerate(res)]
+
+    def _store(self, ctx: NodeContext, res: list) -> None:
+        if len(res) > ctx.num_outputs:
+            raise ImportError_(f"{ctx.label}: converter gave {len(res)} results for "
+                               f"{ctx.num_outputs} outputs")
+        for k, name in enumerate(ctx.node.output):
+            if not name:
+                continue
+            r = res[k] if k < len(res) else None
+            if r is None:
+                self.values[name] = _Missing(ctx.label, k)
+            elif isinstance(r, Folded):
+                v = r.value
+                self.values[name] = normalize_symbolic(v) if v.dtype == object else v
+            elif isinstance(r, Tensor):
+                if r.is_constant:
+                    self.values[name] = r.value
+                else:
+                    if r.name is None and r.producer is not None:
+                        r.name = name
+                    self.values[name] = r
+            else:
+                raise ImportError_(f"{ctx.label}: converter returned a {type(r).__name__}")
+
+
+def _as_list(res, ctx: NodeContext) -> list:
+    if isinstance(res, (Tensor, Folded)) or res is None:
+        return [res]
+    return list(res)
+
+
+def load_model(model, *, dim_bounds=None, default_dim_bound: int = DEFAULT_DIM_BOUND,
+               input_dtypes=None, constant_inputs=None) -> tuple[dict[str, Tensor], dict[str, Tensor]]:
+    m = read_model(model)
+    try:
+        return Loader(m, dim_bounds, default_dim_bound, input_dtypes, constant_inputs).load()
+    except AitgenError:
+        raise
+    except RecursionError as e:
+        raise ImportError_(f"the model is too deeply nested to import: {e}") from None
+    except Exception as e:  # a malformed proto field the checks above did not foresee
+        raise ImportError_(f"malformed model: {type(e).__name__}: {e}") from None

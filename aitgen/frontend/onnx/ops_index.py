@@ -1,0 +1,251 @@
+"""ONNX indexing ops: Gather, GatherElements, GatherND, ScatterElements/ScatterND (constant indices),
+Compress, NonZero (import-time only), ReverseSequence, Trilu, OneHot, EyeLike.
+
+The IR has one indexing op, gather. GatherElements and GatherND become a gather from the
+flattened data at linear indices computed from the (possibly run-time) indices; the scatters,
+Compress and ReverseSequence with import-time indices become constant index tables: out =
+where(written, gather(updates, source), data). Every decomposition is exact.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ... import ops
+from ...ir.dtype import DType
+from ...ir.tensor import Tensor, constant
+from ._loader import elem_dtype
+from .ops_shape import _norm
+from .registry import NodeContext, onnx_op
+
+
+@onnx_op("Gather", min_opset=1)
+def _gather(ctx: NodeContext):
+    x, idx = ctx.input(0), ctx.input(1)
+    if idx.dtype not in (DType.int32, DType.int64):
+        raise ctx.malformed(f"indices must be int32 or int64, got {idx.dtype}")
+    return ops.gather(x, idx, _norm(ctx, ctx.attr("axis", 0), x.ndim))
+
+
+def _static_shape(ctx: NodeContext, t: Tensor, what: str) -> list[int]:
+    if not all(d.is_static for d in t.shape):
+        raise ctx.unsupported(f"{what} with dynamic dims {[str(d) for d in t.shape]}")
+    return [d.value for d in t.shape]
+
+
+def _wrap(idx: Tensor, n) -> Tensor:
+    """Negative indices count from the end."""
+    return ops.where(ops.less(idx, 0), ops.add(idx, n), idx)
+
+
+@onnx_op("GatherElements", min_opset=11)
+def _gather_elements(ctx: NodeContext):
+    # out[i..] = x[i.. with i_axis replaced by idx[i..]]: one gather from the flattened data at
+    # linear index base[i..] + idx[i..] * stride_axis, with base a constant of the static shapes.
+    x, idx = ctx.input(0), ctx.input(1)
+    xs, ish = _static_shape(ctx, x, "GatherElements data"), _static_shape(ctx, idx, "GatherElements indices")
+    if len(xs) != len(ish):
+        raise ctx.malformed(f"data rank {len(xs)} and indices rank {len(ish)} differ")
+    axis = _norm(ctx, ctx.attr("axis", 0), len(xs))
+    strides = np.cumprod([1] + xs[::-1][:-1])[::-1]
+    grid = np.indices(ish, dtype=np.int64)
+    grid[axis] = 0
+    base = np.tensordot(strides, grid, axes=1).astype(idx.dtype.np)
+    lin = ops.add(ops.mul(_wrap(idx, xs[axis]), int(strides[axis])), constant(base))
+    return ops.gather(ops.reshape(x, [-1]), lin, 0)
+
+
+@onnx_op("GatherND", min_opset=11)
+def _gather_nd(ctx: NodeContext):
+    x, idx = ctx.input(0), ctx.input(1)
+    b = ctx.attr("batch_dims", 0)
+    xs, ish = _static_shape(ctx, x, "GatherND data"), _static_shape(ctx, idx, "GatherND indices")
+    k = ish[-1]
+    if b + k > len(xs):
+        raise ctx.malformed(f"index depth {k} + batch_dims {b} exceeds data rank {len(xs)}")
+    # Rows of x: batch dims and the k indexed dims flattened; the slice below them stays whole.
+    inner = xs[b + k:]
+    bsize = int(np.prod(xs[:b], dtype=np.int64))
+    strides = np.cumprod([1] + xs[b:b + k][::-1][:-1])[::-1].astype(np.int64)
+    lin = None
+    for j in range(k):
+        part = ops.reshape(ops.slice(idx, [j], [j + 1], [len(ish) - 1]), ish[:-1])
+        term = ops.mul(_wrap(part, xs[b + j]), int(strides[j]))
+        lin = term if lin is None else ops.add(lin, term)
+    if lin is None:
+        lin = constant(np.zeros(ish[:-1], idx.dtype.np))
+    nk = int(np.prod(xs[b:b + k], dtype=np.int64))
+    if b:
+        batch_base = (np.arange(bsize, dtype=np.int64) * nk).reshape(xs[:b] + [1] * (len(ish) - 1 - b))
+        lin = ops.add(lin, constant(batch_base.astype(idx.dtype.np)))
+    rows = ops.reshape(x, [bsize * nk] + inner)
+    return ops.gather(rows, lin, 0)
+
+
+# -- masks and one-hots ---------------------------------------------------------------------------
+
+@onnx_op("Trilu", min_opset=14)
+def _trilu(ctx: NodeContext):
+    x = ctx.input(0)
+    if x.ndim < 2 or not (x.shape[-1].is_static and x.shape[-2].is_static):
+        raise ctx.unsupported("Trilu needs static last two dims")
+    n, m = x.shape[-2].value, x.shape[-1].value
+    # Element (i, j) is kept when j - i >= k (upper) or <= k (lower); k may be a run-time scalar.
+    diff = np.arange(m, dtype=np.int64)[None, :] - np.arange(n, dtype=np.int64)[:, None]
+    if ctx.has_input(1):
+        k = ctx.input(1)
+        if k.dtype != DType.int64:
+            raise ctx.malformed(f"k must be int64, got {k.dtype}")
+        k = ops.reshape(k, [])
+    else:
+        k = 0
+    keep = (ops.greater_equal if ctx.attr("upper", 1) else ops.less_equal)(constant(diff), k)
+    zero = False if x.dtype == DType.bool else 0
+    return ops.where(keep, x, zero)
+
+
+@onnx_op("OneHot", min_opset=9)
+def _one_hot(ctx: NodeContext):
+    idx = ctx.input(0)
+    depth = int(ctx.require_const(1, "depth").reshape(-1)[0])
+    values = ctx.input(2)
+    if idx.dtype.is_float:
+        idx = ops.cast(idx, "int64")
+    if not idx.dtype.is_int:
+        raise ctx.malformed(f"indices must be numeric, got {idx.dtype}")
+    axis = _norm(ctx, ctx.attr("axis", -1), idx.ndim + 1)
+    shape = [1] * (idx.ndim + 1)
+    shape[axis] = depth
+    pos = constant(np.arange(depth, dtype=idx.dtype.np).reshape(shape))
+    hit = ops.equal(ops.unsqueeze(_wrap(idx, depth), [axis]), pos)
+    off = ops.reshape(ops.slice(values, [0], [1], [0]), [])
+    on = ops.reshape(ops.slice(values, [1], [2], [0]), [])
+    return ops.where(hit, on, off)
+
+
+@onnx_op("EyeLike", min_opset=9)
+def _eye_like(ctx: NodeContext):
+    x = ctx.input(0)
+    if x.ndim != 2 or not all(d.is_static for d in x.shape):
+        raise ctx.unsupported("EyeLike needs a 2-D input with static dims")
+    dt = x.dtype if not ctx.has_attr("dtype") else elem_dtype(ctx.attr("dtype"), f"{ctx.label}: dtype")
+    n, m = x.shape[0].value, x.shape[1].value
+    return ctx.constant_value(np.eye(n, m, ctx.attr("k", 0), dtype=dt.np))
+
+
+# -- scatters, compress, reverse: constant index tables ---------------------------------------------
+
+def _flat_take(x: Tensor, idx: np.ndarray) -> Tensor:
+    """x.flatten()[idx] for a constant index array (any shape)."""
+    return ops.gather(ops.reshape(x, [-1]), constant(np.ascontiguousarray(idx, np.int64)), 0)
+
+
+_REDUCE = {"add": ops.add, "mul": ops.mul, "max": ops.maximum, "min": ops.minimum}
+
+
+def _scatter_rows(ctx: NodeContext, data: Tensor, updates: Tensor, dst: np.ndarray, row: list[int]) -> Tensor:
+    """data viewed as rows of shape `row`; update row i (of updates viewed alike) goes to row dst[i].
+
+    reduction 'none': a later update of the same row wins (ONNX leaves duplicates undefined).
+    add/mul/max/min: row r becomes op(...op(op(data[r], u_1), u_2)..., u_m) over the updates that
+    target it, in index order; pass j gathers each row's j-th update, or the data row itself
+    (a no-op for every reduction but add/mul, which take a neutral element instead)."""
+    red = ctx.attr("reduction", "none")
+    if red not in ("none", *_REDUCE):
+        raise ctx.unsupported(f"reduction '{red}'")
+    ds = _static(ctx, data, "data")
+    nrows = int(np.prod(ds, dtype=np.int64)) // max(int(np.prod(row, dtype=np.int64)), 1)
+    rows = ops.reshape(data, [nrows] + row)
+    upd = ops.reshape(updates, [len(dst)] + row)
+    if red == "none":
+        src = np.full(nrows, -1, np.int64)
+        src[dst] = np.arange(len(dst))
+        written = src >= 0
+        picked = ops.gather(upd, constant(np.where(written, src, 0)), 0)
+        mask = constant(written.reshape([nrows] + [1] * len(row)))
+        return ops.reshape(ops.where(mask, picked, rows), ds)
+    order: list[list[int]] = [[] for _ in range(nrows)]
+    for i, r in enumerate(dst.tolist()):
+        order[r].append(i)
+    acc = rows
+    for j in range(max((len(o) for o in order), default=0)):
+        has = np.array([len(o) > j for o in order])
+        src = np.array([o[j] if len(o) > j else 0 for o in order], np.int64)
+        picked = ops.gather(upd, constant(src), 0)
+        mask = constant(has.reshape([nrows] + [1] * len(row)))
+        acc = ops.where(mask, _REDUCE[red](acc, picked), acc)
+    return ops.reshape(acc, ds)
+
+
+def _static(ctx: NodeContext, t: Tensor, what: str) -> list[int]:
+    return _static_shape(ctx, t, f"{ctx.op_type} {what}")
+
+
+@onnx_op("ScatterElements", "Scatter", min_opset=9)  # Scatter (opsets 9-10): the same op, renamed
+def _scatter_elements(ctx: NodeContext):
+    data, updates = ctx.input(0), ctx.input(2)
+    idx = ctx.require_const(1, "indices").astype(np.int64)
+    ds = _static(ctx, data, "data")
+    axis = _norm(ctx, ctx.attr("axis", 0), len(ds))
+    if idx.shape != tuple(_static(ctx, updates, "updates")):
+        raise ctx.malformed(f"indices {list(idx.shape)} and updates differ in shape")
+    if ((idx < -ds[axis]) | (idx >= ds[axis])).any():
+        raise ctx.malformed(f"an index is out of range for axis {axis} of size {ds[axis]}")
+    coords = list(np.indices(idx.shape, dtype=np.int64))
+    coords[axis] = np.where(idx < 0, idx + ds[axis], idx)
+    dst = np.ravel_multi_index(tuple(c.reshape(-1) for c in coords), ds)
+    return _scatter_rows(ctx, data, updates, dst, [])
+
+
+@onnx_op("ScatterND", min_opset=11)
+def _scatter_nd(ctx: NodeContext):
+    data, updates = ctx.input(0), ctx.input(2)
+    idx = ctx.require_const(1, "indices").astype(np.int64)
+    ds = _static(ctx, data, "data")
+    k = idx.shape[-1]
+    if k > len(ds):
+        raise ctx.malformed(f"index depth {k} exceeds data rank {len(ds)}")
+    lead = idx.reshape(-1, k)
+    dims = np.asarray(ds[:k], np.int64)
+    if ((lead < -dims) | (lead >= dims)).any():
+        raise ctx.malformed("an index is out of range")
+    lead = np.where(lead < 0, lead + dims, lead)
+    dst = np.ravel_multi_index(tuple(lead.T), ds[:k]) if k else np.zeros(len(lead), np.int64)
+    return _scatter_rows(ctx, data, updates, dst, ds[k:])
+
+
+@onnx_op("Compress", min_opset=9)
+def _compress(ctx: NodeContext):
+    x = ctx.input(0)
+    cond = ctx.require_const(1, "condition").astype(bool).reshape(-1)
+    if not ctx.has_attr("axis"):
+        n = int(np.prod(_static(ctx, x, "input"), dtype=np.int64))
+        return _flat_take(x, np.nonzero(cond[:n])[0])
+    axis = _norm(ctx, ctx.attr("axis"), x.ndim)
+    keep = np.nonzero(cond)[0]
+    if x.shape[axis].is_static and len(keep) and keep[-1] >= x.shape[axis].value:
+        raise ctx.malformed(f"condition selects index {keep[-1]} of an axis of size {x.shape[axis]}")
+    return ops.gather(x, constant(keep.astype(np.int64)), axis)
+
+
+@onnx_op("NonZero", min_opset=9)
+def _nonzero(ctx: NodeContext):
+    # The output's length is the data's count of non-zeros: known only for import-time data.
+    v = ctx.const(0)
+    if v is None:
+        raise ctx.unsupported("NonZero of a run-time tensor has a data-dependent shape")
+    return ctx.constant_value(np.array(np.nonzero(v), dtype=np.int64).reshape(v.ndim, -1))
+
+
+@onnx_op("ReverseSequence", min_opset=10)
+def _reverse_sequence(ctx: NodeContext):
+    x = ctx.input(0)
+    lens = ctx.require_const(1, "sequence_lens").astype(np.int64).reshape(-1)
+    xs = _static(ctx, x, "input")
+    b_ax, t_ax = ctx.attr("batch_axis", 1), ctx.attr("time_axis", 0)
+    if {b_ax, t_ax} != {0, 1} or len(lens) != xs[b_ax]:
+        raise ctx.malformed(f"batch_axis/time_axis must be 0 and 1 and sequence_lens hold {xs[b_ax]} entries")
+    coords = list(np.indices(xs, dtype=np.int64))
+    b, t = coords[b_ax], coords[t_ax]
+    n = np.clip(lens[b], 0, xs[t_ax])
+    coords[t_ax] = np.where(t < n, n - 1 - t, t)
+    return _flat_take(x, np.ravel_multi_index(tuple(coords), xs))

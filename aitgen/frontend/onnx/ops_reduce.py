@@ -1,0 +1,118 @@
+"""ONNX reductions: ReduceSum/Mean/Max/Min/Prod on the IR's reduce ops; ReduceL1/L2/SumSquare/
+LogSum/LogSumExp decomposed over them and element-wise ops; ArgMax/ArgMin on the IR's argmax.
+
+Axes are an attribute before opset 18 (ReduceSum: 13) and an optional input from it on; no axes
+reduce everything unless noop_with_empty_axes makes the node an identity. A reduction over a
+statically empty axis has a known answer whatever the data (0 for sums, 1 for a product, -inf
+for a max, ...): it becomes an import-time constant, as ONNX defines it.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+
+from ... import ops
+from ...ir.dims import IntImm
+from ...ir.dtype import DType
+from ...ir.tensor import Tensor
+from .ops_nn import norm_axis
+from .registry import NodeContext, onnx_op
+
+_SIMPLE = {"ReduceSum": ops.reduce_sum, "ReduceMean": ops.reduce_mean, "ReduceMax": ops.reduce_max,
+           "ReduceMin": ops.reduce_min, "ReduceProd": ops.reduce_prod}
+_DECOMPOSED = ("ReduceL1", "ReduceL2", "ReduceSumSquare", "ReduceLogSum", "ReduceLogSumExp")
+# Opset from which axes are an input rather than an attribute.
+_AXES_INPUT = {"ReduceSum": 13}
+
+
+def _axes(ctx: NodeContext, x: Tensor) -> Optional[list[int]]:
+    """The reduced axes, normalised and sorted; None means the node is an identity."""
+    if ctx.opset >= _AXES_INPUT.get(ctx.op_type, 18):
+        axes = ctx.ints(1, "axes")
+        noop = bool(ctx.attr("noop_with_empty_axes", 0))
+    else:
+        a = ctx.attr("axes", None)
+        axes, noop = (None if a is None else list(a)), False
+    if not axes:
+        return None if noop else list(range(x.ndim))
+    out = sorted({norm_axis(ctx, a, x.ndim, "axes entry") for a in axes})
+    if len(out) != len(axes):
+        raise ctx.malformed(f"axes {axes} repeats an axis")
+    return out
+
+
+def _empty_result(ctx: NodeContext, x: Tensor, axes: list[int], keep: bool):
+    """The value of a reduction over an empty axis, when the output shape is static."""
+    shape = [IntImm(1) if i in axes else d for i, d in enumerate(x.shape) if keep or i not in axes]
+    if not all(d.is_static for d in shape):
+        raise ctx.unsupported("a reduction over an empty axis with a dynamic output shape")
+    dt = x.dtype.np if not x.dtype.is_float else np.float32
+    kind = ctx.op_type
+    if kind == "ReduceMax":
+        val = -np.inf if x.dtype.is_float else np.iinfo(dt).min
+    elif kind == "ReduceMin":
+        val = np.inf if x.dtype.is_float else np.iinfo(dt).max
+    elif kind == "ReduceProd":
+        val = 1
+    elif kind in ("ReduceLogSum", "ReduceLogSumExp"):
+        val = -np.inf
+    elif kind == "ReduceMean":
+        val = np.nan
+    else:
+        val = 0
+    arr = np.full([d.value for d in shape], val, dtype=dt)
+    return ctx.constant_value(arr.astype(x.dtype.np) if x.dtype.is_float else arr)
+
+
+def _drop(y: Tensor, axes: list[int], keep: bool) -> Tensor:
+    return y if keep else ops.squeeze(y, axes)
+
+
+@onnx_op(*_SIMPLE, *_DECOMPOSED, min_opset=1)
+def _reduce(ctx: NodeContext):
+    x = ctx.input(0, "data")
+    if x.dtype == DType.bool:
+        raise ctx.unsupported("a reduction over bool")
+    keep = bool(ctx.attr("keepdims", 1))
+    axes = _axes(ctx, x)
+    if axes is None:
+        return x
+    if any(x.shape[a].is_static and x.shape[a].value == 0 for a in axes):
+        return _empty_result(ctx, x, axes, keep)
+    kind = ctx.op_type
+    if kind in _SIMPLE:
+        if kind == "ReduceMean" and not x.dtype.is_float:
+            raise ctx.unsupported(f"ReduceMean over {x.dtype} (integer division) is not supported")
+        return _SIMPLE[kind](x, axes, keepdims=keep)
+    if kind == "ReduceL1":
+        return ops.reduce_sum(ops.abs(x), axes, keepdims=keep)
+    if kind == "ReduceSumSquare":
+        return ops.reduce_sum(ops.mul(x, x), axes, keepdims=keep)
+    if not x.dtype.is_float:
+        raise ctx.unsupported(f"{kind} over {x.dtype}")
+    if kind == "ReduceL2":
+        return ops.sqrt(ops.reduce_sum(ops.mul(x, x), axes, keepdims=keep))
+    if kind == "ReduceLogSum":
+        return ops.log(ops.reduce_sum(x, axes, keepdims=keep))
+    # LogSumExp: max + log(sum(exp(x - max))), which neither overflows nor underflows to -inf.
+    m = ops.reduce_max(x, axes, keepdims=True)
+    s = ops.reduce_sum(ops.exp(ops.sub(x, m)), axes, keepdims=True)
+    return _drop(ops.add(ops.log(s), m), axes, keep)
+
+
+@onnx_op("ArgMax", "ArgMin", min_opset=1)
+def _arg(ctx: NodeContext):
+    x = ctx.input(0, "data")
+    if x.dtype == DType.bool:
+        raise ctx.unsupported(f"{ctx.op_type} over bool")
+    if x.ndim == 0:
+        raise ctx.malformed("data must have rank >= 1")
+    axis = norm_axis(ctx, ctx.attr("axis", 0), x.ndim)
+    keep = bool(ctx.attr("keepdims", 1))
+    last = bool(ctx.attr("select_last_index", 0))
+    n = x.shape[axis]
+    if n.is_static and n.value == 0:
+        raise ctx.malformed(f"{ctx.op_type} over the empty axis {axis}")
+    fn = ops.argmax if ctx.op_type == "ArgMax" else ops.argmin
+    return fn(x, axis, keepdims=keep, select_last_index=last)

@@ -1,0 +1,75 @@
+"""Strided operand reads for ops other than attention: `attrs.operand_views[i]` (a StridedView, or
+None) reads operand i as a window of its tensor instead of the tensor itself.
+
+fuse_memory_ops sets them where a permute, slice, split part or expand feeds an op that can read
+through strides (a GEMM's A operand, a fused element-wise group's operands): the copy goes away
+and the op reads the producer's bytes where they lie. As for attention (ops/attention.py), the op
+then sees the view's shape; the tensor only has to hold every element the view reads. The
+reference reads the view into a contiguous array first, so the op computes on exactly the values
+the copy would have given it.
+"""
+from __future__ import annotations
+
+from typing import Callable, Optional
+
+from ..errors import ShapeError
+from ..ir.tensor import Tensor
+from .attention import StridedView, _check_read_view, _read  # noqa: F401 - StridedView re-exported
+
+__all__ = ["StridedView", "with_views_infer", "with_views_reference", "logical_inputs"]
+
+
+def _views(attrs, n: int) -> Optional[tuple]:
+    views = getattr(attrs, "operand_views", None)
+    if views is not None and len(views) != n:
+        raise ShapeError(f"{len(views)} operand views for {n} operands")
+    return views
+
+
+def logical_inputs(inputs, attrs) -> list:
+    """The operands as the op sees them: a view's shape (in the tensor's dtype) where it has one."""
+    views = _views(attrs, len(inputs))
+    if views is None:
+        return list(inputs)
+    out = []
+    for i, (t, v) in enumerate(zip(inputs, views)):
+        if v is None:
+            out.append(t)
+            continue
+        _check_read_view(i, t, v)
+        out.append(Tensor(tuple(v.shape), t.dtype, name=t.name))
+    return out
+
+
+def with_views_infer(infer: Callable) -> Callable:
+    def wrapped(inputs, attrs):
+        return infer(logical_inputs(inputs, attrs), attrs)
+    return wrapped
+
+
+def with_views_reference(ref: Callable) -> Callable:
+    def wrapped(args, attrs, ctx):
+        views = _views(attrs, len(args))
+        if views is not None:
+            args = [_read(a, v, ctx.env) for a, v in zip(args, views)]
+        return ref(args, attrs, ctx)
+    return wrapped
+
+
+def matrix_view(view: StridedView) -> Optional[tuple]:
+    """(rows, row stride, cols, col stride) of a [..., M, K] view whose leading dims fold into the
+    rows (each steps over the next: one row stride for all M rows), else None. What a GEMM reads
+    as its A operand: oneDNN takes any strides of a 2-D matrix."""
+    from ..ir.dims import IntImm, prod
+    shape, strides = tuple(view.shape), tuple(view.strides)
+    if len(shape) < 2:
+        return None
+    lead = [(n, s) for n, s in zip(shape[:-1], strides[:-1]) if n != 1]
+    for (n0, s0), (n1, s1) in zip(lead, lead[1:]):
+        if s0 != s1 * n1:
+            return None
+    rows = prod(shape[:-1])
+    row_stride = lead[-1][1] if lead else shape[-1] * strides[-1]
+    if row_stride == 0 and rows != 1:
+        return None  # every row the same element: a broadcast, not a matrix oneDNN reads
+    return rows, row_stride, shape[-1], strides[-1] if shape[-1] != 1 else IntImm(1)

@@ -1,0 +1,107 @@
+"""Candidate kernel configurations for the CUTLASS GEMM/conv templates, per arch and data type.
+
+A config is every number a template needs to instantiate one kernel: threadblock tile, warp tile and
+pipeline stages (sm_80, CUTLASS 2.x); tile, cluster shape and warp-specialised schedule (sm_90a,
+CUTLASS 3.x, stages chosen by the collective builder from what shared memory the epilogue leaves);
+stream-K / split-K. The lists hold the shapes CUTLASS's own profiler finds best on A100/H100 for
+large and small problems; aitgen.profiler times them, or heuristic.py picks one without a GPU.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Optional
+
+from ..ir.dtype import DType
+
+
+@dataclasses.dataclass(frozen=True)
+class GemmConfig:
+    arch: str                                   # "sm_80" (CUTLASS 2.x) or "sm_90a" (CUTLASS 3.x)
+    tile: tuple[int, int, int]                  # threadblock (sm_80) / CTA (sm_90a) tile M, N, K
+    warp: tuple[int, int, int] = (0, 0, 0)      # sm_80: warp tile
+    stages: int = 0                             # sm_80: cp.async pipeline depth
+    cluster: tuple[int, int] = (1, 1)           # sm_90a: thread-block cluster M, N
+    schedule: str = ""                          # sm_90a: "cooperative" | "pingpong"
+    streamk: bool = False                       # stream-K work decomposition (both archs)
+    split_k: int = 1                            # with streamk: > 1 means classic split-K into that many
+
+    @property
+    def name(self) -> str:
+        t = "x".join(map(str, self.tile))
+        if self.arch == "sm_80":
+            s = f"sm80_{t}_w{'x'.join(map(str, self.warp))}_s{self.stages}"
+        else:
+            s = f"sm90_{t}_c{self.cluster[0]}x{self.cluster[1]}_{self.schedule}"
+        if self.streamk:
+            s += "_streamk" if self.split_k == 1 else f"_splitk{self.split_k}"
+        return s
+
+    def as_params(self) -> dict:
+        """What the templates read (and the cache stores)."""
+        return dict(name=self.name, tb=list(self.tile), warp=list(self.warp), stages=self.stages,
+                    cluster=list(self.cluster), schedule=self.schedule, streamk=self.streamk, split=self.split_k)
+
+    @staticmethod
+    def from_params(arch: str, d: dict) -> "GemmConfig":
+        return GemmConfig(arch, tuple(d["tb"]), tuple(d["warp"]), d["stages"], tuple(d["cluster"]), d["schedule"],
+                          d["streamk"], d["split"])
+
+
+def _sm80(tile, warp, stages, streamk=False, split=1) -> GemmConfig:
+    return GemmConfig("sm_80", tile, warp, stages, streamk=streamk, split_k=split)
+
+
+def _sm90(tile, cluster, schedule, streamk=False, split=1) -> GemmConfig:
+    return GemmConfig("sm_90a", tile, cluster=cluster, schedule=schedule, streamk=streamk, split_k=split)
+
+
+# 16-bit operands: K tile 32 (64 bytes per row of a stage); 32-bit (TF32): K tile 16, the same bytes.
+_SM80_16 = (
+    _sm80((128, 256, 32), (64, 64, 32), 3),
+    _sm80((256, 128, 32), (64, 64, 32), 3),
+    _sm80((128, 128, 32), (64, 64, 32), 4),
+    _sm80((128, 128, 64), (64, 64, 64), 3),
+    _sm80((128, 64, 32), (64, 32, 32), 4),
+    _sm80((64, 128, 32), (32, 64, 32), 4),
+    _sm80((64, 64, 32), (32, 32, 32), 5),
+    _sm80((128, 128, 32), (64, 64, 32), 4, streamk=True),
+)
+_SM80_TF32 = (
+    _sm80((128, 128, 16), (64, 64, 16), 4),
+    _sm80((128, 256, 16), (64, 64, 16), 3),
+    _sm80((128, 64, 16), (64, 32, 16), 4),
+    _sm80((64, 64, 16), (32, 32, 16), 5),
+    _sm80((128, 128, 16), (64, 64, 16), 4, streamk=True),
+)
+# Hopper: 128x256 cooperative with a 2x1 cluster is what reaches cuBLAS on large bf16/f16 GEMMs
+# (TMA multicast halves B's loads); pingpong overlaps one warp group's epilogue with the other's
+# MMAs and wins when K is short; 64-row tiles keep small M from wasting half a tile.
+_SM90_16 = (
+    _sm90((128, 256, 64), (2, 1), "cooperative"),
+    _sm90((256, 128, 64), (1, 2), "cooperative"),
+    _sm90((128, 256, 64), (1, 1), "cooperative"),
+    _sm90((128, 128, 64), (2, 1), "cooperative"),
+    _sm90((128, 128, 64), (1, 1), "pingpong"),
+    _sm90((64, 128, 64), (1, 1), "pingpong"),
+    _sm90((64, 256, 64), (1, 1), "pingpong"),
+    _sm90((128, 128, 64), (1, 1), "cooperative", streamk=True),
+)
+
+
+def gemm_candidates(arch: str, dtype: DType, *, tensor_cores: bool = True) -> tuple[GemmConfig, ...]:
+    """Every config the profiler may time for a GEMM of `dtype` operands on `arch`. sm_90a
+    kernels need 16-byte (TMA) aligned 16-bit operands; callers fall back to the sm_80 list."""
+    if dtype is DType.float32:
+        return _SM80_TF32 if tensor_cores else ()
+    if arch == "sm_90a":
+        return _SM90_16
+    return _SM80_16
+
+
+def conv_candidates(dtype: DType) -> tuple[GemmConfig, ...]:
+    """Implicit-GEMM conv fprop (CUTLASS 2.x on both archs): no stream-K (the conv kernel has none)."""
+    return tuple(c for c in gemm_candidates("sm_80", dtype) if not c.streamk)
+
+
+def find(cands: tuple[GemmConfig, ...], name: str) -> Optional[GemmConfig]:
+    return next((c for c in cands if c.name == name), None)

@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# The GPU checks in one go, for a machine with an NVIDIA GPU (sized for an H200: about 8 minutes).
+# Every step has its own time box; a step that fails or runs out of time is recorded and the next
+# one still runs. Results land in $OUT (default out/gpu_check):
+#   summary.json       every step: exit status, seconds, and the figures below in one place
+#   gpu_tests.xml      the `gpu` pytest tier (junit)
+#   gpu_vs_torch.json  bert_base (s128, b1) and resnet50 (b1), float16: aitgen vs torch eager / torch.compile
+#   gemm_sweep.json    benchmarks/gpu_gemm_sweep.py, where it exists: TFLOP/s vs torch.matmul
+#   gpu_bandwidth.json the fused element-wise kernel's GB/s vs a device copy
+#   gpu_check.log      everything printed
+# Wheels in .whl/ (nvidia-cutlass, anything else missing there) are installed into /tmp/site first;
+# aitgen itself runs from this checkout (PYTHONPATH). backends/cuda/README.md says how to carry them.
+#   OUT=/tmp/gc bash scripts/gpu_check.sh           # QUICK=1: small configs, fewer rounds (a smoke run)
+set -uo pipefail
+
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$ROOT"
+OUT="${OUT:-$ROOT/out/gpu_check}"
+mkdir -p "$OUT"
+PY="${PYTHON:-python3}"
+QUICK="${QUICK:-0}"
+export PYTHONUNBUFFERED=1
+# A build cache that outlives the steps (the tests and the benchmarks share kernels).
+export AITGEN_CACHE_DIR="${AITGEN_CACHE_DIR:-/tmp/aitgen-cache}"
+LOG="$OUT/gpu_check.log"
+: >"$LOG"
+STEPS="$(mktemp)"
+
+# step NAME SECONDS CMD...: run CMD under `timeout` (SIGINT first, so pytest still writes its report),
+# log it, and record the exit status and time.
+step() {
+  local name="$1" limit="$2"; shift 2
+  echo "== gpu_check: $name (limit ${limit}s): $*" | tee -a "$LOG"
+  local t0=$SECONDS rc=0
+  timeout -s INT -k 20 "$limit" "$@" >>"$LOG" 2>&1 || rc=$?
+  local dt=$((SECONDS - t0))
+  echo "== gpu_check: $name: exit $rc after ${dt}s$([[ $rc == 124 ]] && echo ' (time box hit)')" | tee -a "$LOG"
+  printf '%s\t%s\t%s\t%s\n' "$name" "$rc" "$dt" "$limit" >>"$STEPS"
+}
+
+# 1. carried wheels, then aitgen from this checkout
+if compgen -G ".whl/*.whl" >/dev/null; then
+  step install_wheels 120 "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target /tmp/site .whl/*.whl
+  export PYTHONPATH="/tmp/site:$ROOT${PYTHONPATH:+:$PYTHONPATH}"
+else
+  export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
+fi
+step environment 30 bash -c "nvidia-smi; nvcc --version | tail -2; $PY -c 'import torch, aitgen;
+from aitgen.codegen import locate; print(\"torch\", torch.__version__, torch.cuda.get_device_name());
+print(\"cutlass\", locate.cutlass().version); from aitgen.runtime import device;
+print(\"capability\", device.cuda_capability())'"
+
+# 2. the gpu tier: every op kind against the oracle in float32/float16/bfloat16, the small zoo, the runtime
+if [[ "$QUICK" == 1 ]]; then TIER_LIMIT=200; else TIER_LIMIT=240; fi
+step gpu_tests "$TIER_LIMIT" "$PY" -m pytest -q -m gpu -n 4 -p no:cacheprovider tests/backends/cuda \
+  --junitxml="$OUT/gpu_tests.xml" -o junit_family=xunit1
+
+# 3. end-to-end latency against torch (float16, the GPU's arch: sm_90a on an H200)
+if [[ "$QUICK" == 1 ]]; then BENCH_ARGS=(--small --rounds 3 --iters 5 --no-compile); else BENCH_ARGS=(--rounds 7 --iters 20); fi
+step gpu_vs_torch 150 "$PY" benchmarks/gpu_vs_torch.py --models bert_base resnet50 --precision float16 \
+  "${BENCH_ARGS[@]}" --out "$OUT/gpu_vs_torch.json"
+
+# 4. GEMM sweep (CUTLASS vs torch.matmul), where the GEMM work ships one
+if [[ -f benchmarks/gpu_gemm_sweep.py ]]; then
+  step gemm_sweep 60 "$PY" benchmarks/gpu_gemm_sweep.py --out "$OUT/gemm_sweep.json"
+fi
+
+# 5. fused element-wise bandwidth
+step gpu_bandwidth 40 "$PY" benchmarks/gpu_bandwidth.py --out "$OUT/gpu_bandwidth.json" \
+  $([[ "$QUICK" == 1 ]] && echo "--mib 128 --no-compile")
+
+# 6. one JSON with everything
+"$PY" - "$OUT" "$STEPS" <<'PYEOF' 2>&1 | tee -a "$LOG"
+import json, sys, xml.etree.ElementTree as ET
+from pathlib import Path
+out, steps = Path(sys.argv[1]), Path(sys.argv[2])
+summary = {"steps": {}}
+for line in steps.read_text().splitlines():
+    name, rc, secs, limit = line.split("\t")
+    summary["steps"][name] = {"exit": int(rc), "seconds": int(secs), "limit": int(limit), "timed_out": rc == "124"}
+junit = out / "gpu_tests.xml"
+if junit.exists():
+    root = ET.parse(junit).getroot()
+    suites = [root] if root.tag == "testsuite" else list(root)
+    tests = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0, "failed": []}
+    for s in suites:
+        for k in ("tests", "failures", "errors", "skipped"):
+            tests[k] += int(s.get(k, 0))
+        for case in s.iter("testcase"):
+            bad = case.find("failure") if case.find("failure") is not None else case.find("error")
+            if bad is not None:
+                tests["failed"].append({"test": f"{case.get('classname')}::{case.get('name')}",
+                                        "message": (bad.get("message") or "")[:300]})
+    tests["passed"] = tests["tests"] - tests["failures"] - tests["errors"] - tests["skipped"]
+    summary["gpu_tests"] = tests
+for name in ("gpu_vs_torch", "gemm_sweep", "gpu_bandwidth"):
+    p = out / f"{name}.json"
+    if p.exists():
+        try:
+            summary[name] = json.loads(p.read_text())
+        except ValueError as e:
+            summary[name] = {"error": f"unreadable: {e}"}
+(out / "summary.json").write_text(json.dumps(summary, indent=1))
+print(json.dumps({k: v for k, v in summary.items() if k != "gpu_vs_torch"}, indent=1)[:4000])
+PYEOF
+rm -f "$STEPS"
+echo "== gpu_check: done; results in $OUT"

@@ -1,0 +1,45 @@
+"""The `cuda_compile` tier: small zoo configurations built with nvcc for sm_80 and sm_90a in float16,
+without a GPU (`python -m pytest -q -n 2 -m cuda_compile`, its own CI step). Each unique kernel
+compiles once across the tier through the content cache (12 BERT layers share one set, and so do
+the two builds of one arch where their kernels agree); each build runs nvcc one unit at a time
+(jobs=1), so two workers hold at most two CUTLASS compiles (~3.6 GB each for sm_90a) at once.
+"""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import aitgen as ag
+from aitgen import models
+
+pytestmark = pytest.mark.cuda_compile
+
+# The CPU zoo tests' small configurations (tests/backends/cpu/test_zoo_cpu.py), dynamic where the
+# deployments are: BERT and GPT-2 take any sequence length up to their bound.
+SMALL = {
+    "bert_base": dict(layers=2, hidden=64, heads=2, intermediate=128, vocab=100,
+                      seq=ag.IntVar("seq", 1, 32)),
+    "resnet50": dict(layers=(1, 1, 1, 1), width=8, image_size=32, num_classes=10),
+    "vit_b16": dict(image_size=32, patch=8, layers=2, hidden=64, heads=2, mlp=128, num_classes=10),
+    "gpt2": dict(layers=2, hidden=64, heads=2, vocab=100, seq=ag.IntVar("seq", 1, 32)),
+    "mobilenet_v2": dict(width=0.25, image_size=32, num_classes=10),
+}
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
+@pytest.mark.parametrize("name", sorted(SMALL))
+def test_zoo_compiles_for_cuda(cuda_toolchain, tmp_path, name, arch):
+    _, outputs = models.get(name, **SMALL[name])
+    work = ag.compile_model(outputs, target="cuda", arch=arch, workdir=tmp_path / name, precision="float16",
+                            load=False, jobs=1)
+    meta = json.loads((work / "model.json").read_text())
+    report = json.loads((work / "report.json").read_text())
+    assert meta["arch"] == arch and (work / meta["library"]).stat().st_size > 0
+    if name in ("bert_base", "gpt2", "vit_b16"):   # two identical layers: one set of kernels
+        assert report["unique_kernels"] < report["num_kernels"]
+    # float16 inside: the weights are stored narrow
+    f32 = sum(t.value.nbytes for t in ag.Graph.from_outputs(outputs).constants)
+    assert report["constant_bytes"] <= 0.55 * f32
+    print(f"{name} {arch}: {report['num_kernels']} calls, {report['unique_kernels']} unique kernels, "
+          f"cache {report['cache_hits']} hits / {report['cache_misses']} misses, {report['build_seconds']:.1f} s")

@@ -1,0 +1,265 @@
+"""ONNX shape and data-movement ops: import, oracle and one CPU build against onnxruntime; opset
+differences; dynamic dims through Shape chains folded at import time.
+
+Tolerances: see onnx_cases.py (float32 rtol 1e-5 / atol 1e-6; integers and bools exact).
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx_cases import (
+    Case,
+    In,
+    TensorProto,
+    assert_close,
+    case,
+    check_cases,
+    helper,
+    ints,
+    numpy_helper,
+    onnx,
+    ort_run,
+    rand,
+    used_inputs,
+)
+
+import aitgen as ag
+from aitgen.errors import ImportError_, UnsupportedOpError
+from aitgen.frontend import onnx as ox
+from aitgen.ir.graph import topo_order
+from aitgen.ir.op import OpKind
+
+X = rand((2, 3, 4, 5))
+I64 = np.int64
+
+
+def c64(v):
+    return np.asarray(v, I64)
+
+
+def _cases():
+    x3 = rand((4, 6, 5), seed=1)
+    cs = [
+        case("reshape", "Reshape", [In("x", X), In("s", c64([0, -1, 5]), True)]),
+        case("flatten0", "Flatten", [In("x", X)], {"axis": 0}),
+        case("flatten2", "Flatten", [In("x", X)], {"axis": 2}),
+        case("flatten_neg", "Flatten", [In("x", X)], {"axis": -1}),
+        case("squeeze11", "Squeeze", [In("x", rand((3, 1, 4, 1)))], {"axes": [1, -1]}, opset=11),
+        case("squeeze13", "Squeeze", [In("x", rand((3, 1, 4, 1))), In("a", c64([-1]), True)], opset=13),
+        case("squeeze_all", "Squeeze", [In("x", rand((3, 1, 4, 1)))], opset=13),
+        case("unsqueeze11", "Unsqueeze", [In("x", x3)], {"axes": [0, 4]}, opset=11),
+        case("unsqueeze13", "Unsqueeze", [In("x", x3), In("a", c64([1, -1]), True)], opset=13),
+        case("transpose", "Transpose", [In("x", X)], {"perm": [0, 2, 3, 1]}),
+        case("transpose_default", "Transpose", [In("x", x3)]),
+        case("concat", "Concat", [In("a", x3), In("b", rand((4, 6, 2), seed=2)), In("c", rand((4, 6, 1), seed=3), True)],
+             {"axis": -1}),
+        case("split11", "Split", [In("x", x3)], {"axis": 1, "split": [1, 2, 3]}, opset=11, n_out=3),
+        case("split13", "Split", [In("x", x3), In("s", c64([2, 4]), True)], {"axis": 1}, opset=13, n_out=2),
+        case("split_equal", "Split", [In("x", x3)], {"axis": 1}, opset=13, n_out=3),
+        case("split18_uneven", "Split", [In("x", rand((7, 3)))], {"num_outputs": 3}, opset=18, n_out=3),
+        case("slice9", "Slice", [In("x", x3)], {"starts": [1, -4], "ends": [3, 1000], "axes": [0, 1]}, opset=9),
+        case("slice13", "Slice", [In("x", x3), In("st", c64([-1, 1]), True), In("en", c64([-1000, 5]), True),
+                                  In("ax", c64([0, 2]), True), In("sp", c64([-2, 2]), True)], opset=13),
+        case("slice_default", "Slice", [In("x", x3), In("st", c64([2]), True), In("en", c64([5]), True)], opset=13),
+        case("gather", "Gather", [In("x", x3), In("i", c64([[0, 5], [-1, 2]]), True)], {"axis": 1}),
+        case("gather_rt", "Gather", [In("x", x3), In("i", c64([3, 0, -2]))], {"axis": 0}),
+        case("gather_scalar", "Gather", [In("x", x3), In("i", c64(2), True)], {"axis": 2}),
+        case("gather_elements", "GatherElements", [In("x", x3), In("i", ints((4, 2, 5), -6, 6))], {"axis": 1}),
+        case("gather_nd", "GatherND", [In("x", x3), In("i", ints((3, 2), 0, 4))]),
+        case("gather_nd_b1", "GatherND", [In("x", x3), In("i", ints((4, 2, 1), -6, 6, seed=3))], {"batch_dims": 1}),
+        case("expand", "Expand", [In("x", rand((3, 1))), In("s", c64([2, 1, 4]), True)]),
+        case("tile", "Tile", [In("x", rand((2, 3))), In("r", c64([3, 2]), True)]),
+        case("pad_const", "Pad", [In("x", x3), In("p", c64([0, 1, 2, 1, 0, -1]), True), In("v", np.float32(1.5), True)],
+             opset=13),
+        case("pad_reflect", "Pad", [In("x", x3), In("p", c64([0, 2, 1, 0, 3, 2]), True)], {"mode": "reflect"}, opset=13),
+        case("pad_edge", "Pad", [In("x", x3), In("p", c64([1, 0, 0, 2, 1, 1]), True)], {"mode": "edge"}, opset=13),
+        case("pad_axes", "Pad", [In("x", x3), In("p", c64([1, 2]), True), None, In("a", c64([-1]), True)], opset=18),
+        case("pad_rt_value", "Pad", [In("x", x3), In("p", c64([1, 0, 0, 0, 2, 1]), True), In("v", np.float32(-2.0))],
+             opset=13),
+        case("pad2", "Pad", [In("x", x3)], {"pads": [0, 1, 1, 0, 1, 1], "value": 0.5}, opset=7),
+        case("identity", "Identity", [In("x", x3)]),
+        case("dropout", "Dropout", [In("x", x3)], opset=13, n_out=2),
+        case("d2s_dcr", "DepthToSpace", [In("x", rand((1, 8, 2, 3)))], {"blocksize": 2}),
+        case("d2s_crd", "DepthToSpace", [In("x", rand((1, 8, 2, 3)))], {"blocksize": 2, "mode": "CRD"}),
+        case("s2d", "SpaceToDepth", [In("x", rand((1, 2, 4, 6)))], {"blocksize": 2}),
+        case("triu", "Trilu", [In("x", rand((2, 4, 5)))], opset=14),
+        case("tril_k", "Trilu", [In("x", rand((4, 5))), In("k", c64(-1), True)], {"upper": 0}, opset=14),
+        case("triu_rt_k", "Trilu", [In("x", rand((4, 5))), In("k", c64(2))], opset=14),
+        case("onehot", "OneHot", [In("i", c64([[0, 3], [-1, 7]])), In("d", c64(5), True),
+                                  In("v", np.array([-1.0, 2.0], np.float32), True)], {"axis": 1}),
+        case("eyelike", "EyeLike", [In("x", rand((3, 4)))], {"k": 1}),
+        case("scatter_elements", "ScatterElements", [In("x", x3), In("i", ints((4, 2, 5), -6, 6, seed=5), True),
+                                                     In("u", rand((4, 2, 5), seed=6))], {"axis": 1}, opset=16),
+        case("scatter_nd", "ScatterND", [In("x", x3), In("i", c64([[1, 2], [3, -1]]), True),
+                                         In("u", rand((2, 5), seed=7))], opset=16),
+        case("scatter_nd_rows", "ScatterND", [In("x", x3), In("i", c64([[2], [0]]), True),
+                                              In("u", rand((2, 6, 5), seed=8))], opset=16),
+        case("scatter_nd_add", "ScatterND", [In("x", x3), In("i", c64([[1, 2], [3, -1], [1, 2]]), True),
+                                             In("u", rand((3, 5), seed=9))], {"reduction": "add"}, opset=16),
+        case("scatter_el_max", "ScatterElements", [In("x", x3), In("i", c64(np.zeros((4, 3, 5))), True),
+                                                   In("u", rand((4, 3, 5), seed=10))], {"axis": 1, "reduction": "max"},
+             opset=18),
+        case("center_crop_pad", "CenterCropPad", [In("x", x3), In("s", c64([7, 3]), True)], {"axes": [1, 2]},
+             opset=18),
+        case("scatter_v9", "Scatter", [In("x", x3), In("i", c64(np.ones((2, 2, 5))), True),
+                                       In("u", rand((2, 2, 5), seed=11))], {"axis": 1}, opset=9),
+        case("compress", "Compress", [In("x", x3), In("c", np.array([1, 0, 1, 1, 0, 1], bool), True)], {"axis": 1}),
+        case("compress_flat", "Compress", [In("x", rand((2, 3))), In("c", np.array([0, 1, 1, 0, 1], bool), True)]),
+        case("reverse_seq", "ReverseSequence", [In("x", rand((5, 3, 2))), In("l", c64([5, 2, 0]), True)],
+             {"batch_axis": 1, "time_axis": 0}),
+        case("reverse_seq_b0", "ReverseSequence", [In("x", rand((3, 4))), In("l", c64([1, 4, 3]), True)],
+             {"batch_axis": 0, "time_axis": 1}),
+    ]
+    return cs
+
+
+def test_shape_ops_match_onnxruntime(tmp_path):
+    cs = _cases()
+    check_cases(cs, tmp_path / "m")
+    assert len({c.model.graph.node[0].op_type for c in cs}) >= 27
+
+
+@pytest.mark.parametrize("op,inputs,attrs,opset", [
+    ("Shape", [In("x", X)], {}, 17),
+    ("Shape", [In("x", X)], {"start": 1, "end": -1}, 15),
+    ("Size", [In("x", X)], {}, 17),
+    ("ConstantOfShape", [In("s", c64([2, 3]), True)], {"value": numpy_helper.from_array(np.array([7], np.int32))}, 17),
+    ("Range", [In("a", np.float32(1.0), True), In("b", np.float32(4.0), True), In("c", np.float32(0.5), True)], {}, 17),
+    ("Constant", [], {"value_ints": [1, 2, 3]}, 17),
+    ("NonZero", [In("x", np.array([[1, 0, 3], [0, 0, 2]], np.float32), True)], {}, 17),
+    ("HannWindow", [In("n", np.int64(10), True)], {}, 17),
+    ("HammingWindow", [In("n", np.int64(7), True)], {"periodic": 0}, 17),
+    ("BlackmanWindow", [In("n", np.int64(9), True)], {}, 17),
+])
+def test_import_time_values_fold(op, inputs, attrs, opset):
+    c = case("fold", op, inputs, attrs, opset=opset)
+    _, outs = ox.load(c.model)
+    assert outs["y"].is_constant, f"{op} should fold to a constant"
+    want = ort_run(c.model, c.feeds)["y"]
+    assert_close(outs["y"].value, want, op)
+
+
+def _graph(nodes, inputs, outputs, inits=(), opset=17):
+    g = helper.make_graph(nodes, "g", inputs, outputs, list(inits))
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+    m.ir_version = min(m.ir_version, 10)
+    return onnx.shape_inference.infer_shapes(m)
+
+
+def _const(name, v):
+    return helper.make_node("Constant", [], [name], value=numpy_helper.from_array(np.asarray(v), name))
+
+
+def _bert_reshape_model():
+    """What torch exports for BERT's head split: the target shape built from Shape of the input."""
+    nodes = [
+        helper.make_node("Shape", ["x"], ["sh"]),
+        _const("i0", c64(0)), _const("i1", c64(1)), _const("ax", c64([0])), _const("tail", c64([4, 8])),
+        helper.make_node("Gather", ["sh", "i0"], ["b"], axis=0),
+        helper.make_node("Gather", ["sh", "i1"], ["s"], axis=0),
+        helper.make_node("Unsqueeze", ["b", "ax"], ["bu"]),
+        helper.make_node("Unsqueeze", ["s", "ax"], ["su"]),
+        helper.make_node("Concat", ["bu", "su", "tail"], ["tgt"], axis=0),
+        helper.make_node("Reshape", ["x", "tgt"], ["r"]),
+        helper.make_node("Transpose", ["r"], ["y"], perm=[0, 2, 1, 3]),
+        # position ids: arange(seq) from the same Shape, broadcast over the batch
+        helper.make_node("Range", ["zero", "s", "one"], ["pos"]),
+        _const("zero", c64(0)), _const("one", c64(1)),
+        helper.make_node("Unsqueeze", ["pos", "ax"], ["pos2"]),
+        helper.make_node("Concat", ["bu", "su"], ["bs"], axis=0),
+        helper.make_node("Expand", ["pos2", "bs"], ["p"]),
+        # a fill of the dynamic shape
+        helper.make_node("ConstantOfShape", ["bs"], ["ones"], value=numpy_helper.from_array(np.ones(1, np.float32))),
+    ]
+    # ONNX wants topological order; Constants that the Range reads come after it here on purpose
+    # (the importer sorts), so move them first for onnxruntime.
+    nodes = [n for n in nodes if n.op_type == "Constant"] + [n for n in nodes if n.op_type != "Constant"]
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", "seq", 32])
+    outs = [helper.make_empty_tensor_value_info(n) for n in ("y", "p", "ones")]
+    return _graph(nodes, [x], outs)
+
+
+def test_bert_shape_chain_folds_and_runs_at_two_sizes(tmp_path):
+    m = _bert_reshape_model()
+    bounds = {"batch": (1, 4), "seq": (1, 16)}
+    _, outs = ox.load(m, dim_bounds=bounds)
+    ops, _ = topo_order(outs.values())
+    kinds = {op.kind for op in ops}
+    # No shape computation is left: the head split is one reshape and one permute.
+    assert OpKind.GATHER not in kinds and OpKind.CONCAT not in kinds, kinds
+    y_ops = topo_order([outs["y"]])[0]
+    assert [op.kind for op in y_ops] == [OpKind.RESHAPE, OpKind.PERMUTE]
+    assert str(outs["y"].shape[0]) == "batch" and str(outs["y"].shape[2]) == "seq"
+    sizes = [(2, 5), (3, 16)]
+    c = Case("bert", m, {"x": rand((2, 5, 32))}, bounds, [{"x": rand((b, s, 32), seed=b)} for b, s in sizes[1:]])
+    check_cases([c], tmp_path / "m")
+
+
+@pytest.mark.parametrize("bad,err,match", [
+    (b"not a model", ImportError_, "not a valid ONNX model"),
+])
+def test_malformed_bytes(bad, err, match):
+    with pytest.raises(err, match=match):
+        ox.load(bad)
+
+
+def test_errors_are_typed_and_name_the_node():
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])
+    y = helper.make_empty_tensor_value_info("y")
+    # an op type with no converter
+    m = helper.make_model(helper.make_graph([helper.make_node("FooBar", ["x"], ["y"], name="n1")], "g", [x], [y]),
+                          opset_imports=[helper.make_opsetid("", 17)])
+    with pytest.raises(UnsupportedOpError, match=r"node 'n1' \(FooBar, opset 17\)"):
+        ox.load(m)
+    # a dangling input name
+    m = helper.make_model(helper.make_graph([helper.make_node("Add", ["x", "nope"], ["y"])], "g", [x], [y]),
+                          opset_imports=[helper.make_opsetid("", 17)])
+    with pytest.raises(ImportError_, match="'nope'"):
+        ox.load(m)
+    # an attribute of the wrong type
+    m = helper.make_model(helper.make_graph([helper.make_node("Concat", ["x", "x"], ["y"], axis="zero")], "g", [x], [y]),
+                          opset_imports=[helper.make_opsetid("", 17)])
+    with pytest.raises(ImportError_, match="Concat"):
+        ox.load(m)
+    # a pad mode the IR cannot express is refused by name
+    c = case("wrap", "Pad", [In("x", rand((3, 4))), In("p", c64([1, 1, 1, 1]), True)], {"mode": "wrap"}, opset=19)
+    with pytest.raises(UnsupportedOpError, match="'wrap'"):
+        ox.load(c.model)
+    # a shape mismatch
+    m = helper.make_model(helper.make_graph([helper.make_node("Add", ["x", "z"], ["y"], name="add")], "g",
+                                            [x, helper.make_tensor_value_info("z", TensorProto.FLOAT, [4])], [y]),
+                          opset_imports=[helper.make_opsetid("", 17)])
+    with pytest.raises(ImportError_, match=r"node 'add' \(Add"):
+        ox.load(m)
+    # a value needed while compiling, fed as a graph input: typed, with the way out named
+    c = case("rt_shape", "Reshape", [In("x", rand((2, 3))), In("s", c64([3, 2]))])
+    with pytest.raises(UnsupportedOpError, match="constant_inputs"):
+        ox.load(c.model)
+    _, outs = ox.load(c.model, constant_inputs={"s": c64([3, 2])})
+    assert [d.value for d in outs["y"].shape] == [3, 2]
+    assert set(used_inputs(outs)) == {"x"}
+
+
+def _if_model():
+    then_g = helper.make_graph([helper.make_node("Mul", ["x", "x"], ["t"])], "then", [],
+                               [helper.make_tensor_value_info("t", TensorProto.FLOAT, None)])
+    else_g = helper.make_graph([helper.make_node("Neg", ["x"], ["e"])], "else", [],
+                               [helper.make_tensor_value_info("e", TensorProto.FLOAT, None)])
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 4])
+    c = helper.make_tensor_value_info("c", TensorProto.BOOL, [])
+    node = helper.make_node("If", ["c"], ["y"], then_branch=then_g, else_branch=else_g)
+    return _graph([node], [c, x], [helper.make_empty_tensor_value_info("y")], opset=16)
+
+
+def test_if_inlines_a_known_branch_and_selects_at_run_time():
+    m = _if_model()
+    xv = rand((3, 4))
+    # a run-time condition: both branches run, where() picks
+    _, outs = ox.load(m)
+    for cv in (np.array(True), np.array(False)):
+        want = ort_run(m, {"c": cv, "x": xv})["y"]
+        assert_close(ag.reference.run(outs, {"c": cv, "x": xv})["y"], want, f"If cond={cv}")
+    # a condition known while importing: only the chosen branch is in the graph
+    _, outs = ox.load(m, constant_inputs={"c": np.array(False)})
+    assert [op.kind for op in topo_order(outs.values())[0]] == [OpKind.NEG]
+    assert_close(ag.reference.run(outs, {"x": xv})["y"], -xv, "If inlined")

@@ -1,0 +1,152 @@
+"""The torch importer's contract: names of inputs, outputs and parameters, dynamic-dim bounds, and
+typed errors naming the node, the ATen op and the module it came from."""
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("torch.export")
+import torch.nn.functional as F  # noqa: E402
+from torch import nn  # noqa: E402
+from torch.export import Dim  # noqa: E402
+
+import aitgen as ag  # noqa: E402
+from aitgen.errors import DTypeError, ImportError_, ShapeError, UnsupportedOpError  # noqa: E402
+from aitgen.frontend.torch import DEFAULT_DIM_BOUND, from_exported_program, import_module  # noqa: E402
+
+pytestmark = [pytest.mark.torch, pytest.mark.filterwarnings("ignore::FutureWarning")]
+
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 3)
+
+    def forward(self, x):
+        return torch.cumsum(self.fc(x), -1)
+
+
+class Outer(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body = Block()
+
+    def forward(self, x):
+        return self.body(x)
+
+
+def test_unsupported_op_names_node_op_and_module():
+    with pytest.raises(UnsupportedOpError) as e:
+        import_module(Outer(), (torch.randn(2, 4),))
+    msg = str(e.value)
+    assert "torch node 'cumsum'" in msg and "aten.cumsum.default" in msg and "body" in msg, msg
+
+
+def test_max_pool_indices_unused_fine_used_unsupported():
+    class Used(nn.Module):
+        def forward(self, x):
+            v, i = F.max_pool2d(x, 2, return_indices=True)
+            return v + i.float()
+
+    class Unused(nn.Module):
+        def forward(self, x):
+            return F.max_pool2d(x, 2, return_indices=True)[0]
+
+    x = torch.randn(1, 2, 4, 4)
+    _, outs = import_module(Unused(), (x,))
+    np.testing.assert_array_equal(ag.reference.run(outs, {"x": x.numpy()})["output"], F.max_pool2d(x, 2).numpy())
+    with pytest.raises(UnsupportedOpError, match="indices of max_pool2d_with_indices"):
+        import_module(Used(), (x,))
+
+
+def test_data_dependent_shape_is_unsupported():
+    class NonZero(nn.Module):
+        def forward(self, x):
+            return x.nonzero()
+
+    with pytest.raises(UnsupportedOpError, match="nonzero"):
+        import_module(NonZero(), (torch.randn(5),))
+
+
+def test_float64_and_bad_arguments_are_typed_errors():
+    with pytest.raises(DTypeError, match="float64.*float"):
+        import_module(nn.ReLU(), (torch.randn(3, dtype=torch.float64),))
+    with pytest.raises(ImportError_, match="ExportedProgram"):
+        from_exported_program(nn.ReLU())
+    with pytest.raises(ImportError_, match="nn.Module"):
+        import_module(lambda x: x, (torch.randn(3),))
+
+
+def test_missing_torch_is_an_import_error(monkeypatch):
+    monkeypatch.setitem(sys.modules, "torch", None)  # `import torch` now raises ImportError
+    with pytest.raises(ImportError_, match="pip install"):
+        from_exported_program(object())
+
+
+def test_names_of_inputs_outputs_and_parameters():
+    class Heads(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.proj = nn.Linear(4, 2)
+
+        def forward(self, tokens, scale):
+            y = self.proj(tokens)
+            return {"logits": y * scale, "probs": y.softmax(-1)}
+
+    inputs, outputs = import_module(Heads(), (torch.randn(3, 4), torch.randn(1)))
+    assert list(inputs) == ["tokens", "scale"] and inputs["tokens"].name == "tokens"
+    assert list(outputs) == ["logits", "probs"]
+    consts = {t.name: t for t in ag.Graph.from_outputs(outputs).constants if t.name}
+    assert consts["proj.weight"].shape == (2, 4) and consts["proj.bias"].shape == (2,)
+
+    _, outs = import_module(nn.Linear(4, 2), (torch.randn(3, 4),), output_names=["y"])
+    assert list(outs) == ["y"]
+
+
+def test_input_returned_as_output_gets_its_own_buffer(tmp_path):
+    class Both(nn.Module):
+        def forward(self, x):
+            return x, x * 2
+
+    _, outs = import_module(Both(), (torch.randn(2, 3),))
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    got = ag.reference.run(outs, {"x": x})
+    np.testing.assert_array_equal(got["output_0"], x)
+    np.testing.assert_array_equal(got["output_1"], 2 * x)
+
+
+def test_dim_bounds_default_override_and_unknown_name():
+    class Mlp(nn.Module):
+        def forward(self, x):
+            return F.relu(x).sum(-1)
+
+    x = torch.randn(3, 5)
+    open_batch = {"x": {0: Dim("batch")}}  # no upper bound in torch
+    inputs, _ = import_module(Mlp(), (x,), dynamic_shapes=open_batch)
+    b = inputs["x"].shape[0]
+    assert (b.name, b.lb, b.ub) == ("batch", 1, DEFAULT_DIM_BOUND)
+    inputs, _ = import_module(Mlp(), (x,), dynamic_shapes=open_batch, default_dim_bound=8)
+    assert inputs["x"].shape[0].ub == 8
+    inputs, _ = import_module(Mlp(), (x,), dynamic_shapes=open_batch, dim_bounds={"batch": (2, 16)})
+    assert (inputs["x"].shape[0].lb, inputs["x"].shape[0].ub) == (2, 16)
+    with pytest.raises(ShapeError, match="seq"):
+        import_module(Mlp(), (x,), dynamic_shapes=open_batch, dim_bounds={"seq": (1, 4)})
+
+
+def test_derived_dims_become_expressions():
+    class Pair(nn.Module):
+        def forward(self, x):
+            y = torch.cat([x, x], 0)          # 2*n rows
+            return y[1:], x.reshape(-1)      # 2*n - 1 rows; n*4 elements
+
+    n = Dim("n", min=2, max=10)
+    inputs, outputs = import_module(Pair(), (torch.randn(3, 4),), dynamic_shapes={"x": {0: n}})
+    nv = inputs["x"].shape[0]
+    assert outputs["output_0"].shape[0] == 2 * nv - 1
+    assert outputs["output_1"].shape[0] == 4 * nv
+    x = np.random.default_rng(0).standard_normal((7, 4)).astype(np.float32)
+    got = ag.reference.run(outputs, {"x": x})
+    np.testing.assert_array_equal(got["output_0"], np.concatenate([x, x])[1:])

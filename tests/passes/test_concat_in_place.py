@@ -1,0 +1,112 @@
+"""memory_planning: a concat's computed parts written in place, as slices of its output's buffer.
+
+Exact plan numbers on hand-built graphs, check_plan on each (and on forged records), and the
+simulated run through the arena of test_memory_planning (every tensor stored at its planned
+offset, compared bit for bit with every tensor in its own buffer).
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+import aitgen
+from aitgen import ops
+from aitgen.errors import MemoryPlanError
+from aitgen.ir import Graph, IntVar, Tensor
+from aitgen.options import CompileOptions
+from aitgen.passes import run_pipeline
+from aitgen.passes.memory_planning import check_plan, memory_planning
+from test_memory_planning import T, _const, assert_simulation_matches, plan_of
+
+
+def test_both_parts_are_written_in_place():
+    x, z = Tensor([1, 4, 16], name="x"), Tensor([1, 16], name="z")
+    a = ops.gemm(x, _const(16, 16), name="a")                            # [1, 4, 16]: 256 B
+    b = ops.reshape(ops.gemm(z, _const(16, 32), name="b"), [1, 2, 16], name="bv")  # a view: 128 B
+    y = ops.concat([a, b], axis=1, name="y")                              # [1, 6, 16]: 384 B
+    out = ops.gemm(y, _const(16, 2), name="out")
+    g, p = plan_of({"out": out}, [x, z])
+    assert p.concat_in_place == {T(g, "y"): {0: 0, 1: 256}}
+    base = p.offsets[T(g, "y")]
+    assert p.offsets[T(g, "a")] == base and p.offsets[T(g, "b")] == p.offsets[T(g, "bv")] == base + 256
+    # One buffer: y's 384 B, from a's write on; the naive sum still counts every intermediate.
+    assert (p.lower_bound_bytes, p.arena_bytes, p.naive_bytes) == (384, 384, 256 + 128 + 384)
+    assert_simulation_matches(g, p)
+
+
+def test_what_cannot_be_in_place_is_copied():
+    x = Tensor([1, 3, 16], name="x")
+    a = ops.relu(ops.gemm(x, _const(16, 16), name="g"), name="a")  # in place over g, then a slice
+    tok = aitgen.constant(np.ones((1, 1, 16), np.float32))          # a constant: copied
+    c = ops.concat([tok, a, x], axis=1, name="c")                   # x, a graph input: copied
+    g, p = plan_of({"c2": ops.gemm(c, _const(16, 4), name="c2"), "a": a}, [x])
+    assert p.concat_in_place == {}  # a is a graph output (its own buffer), the rest are user buffers
+    g, p = plan_of({"c2": ops.gemm(c, _const(16, 4), name="c2")}, [x])
+    assert p.concat_in_place == {T(g, "c"): {1: 64}}
+    assert [n for n, _, _ in p.in_place] == []  # a keeps its slice; the relu does not run over g
+    assert_simulation_matches(g, p)
+
+
+def test_only_contiguous_aligned_static_slices():
+    x = Tensor([2, 3, 16], name="x")
+    a = ops.gemm(x, _const(16, 16), name="a")
+    y = ops.concat([a, a * 2.0], axis=1, name="y")     # batch 2 before the axis: strided slices
+    g, p = plan_of({"o": ops.gemm(y, _const(16, 2), name="o")}, [x])
+    assert p.concat_in_place == {}
+    x1 = Tensor([1, 3, 5], name="x1")
+    a = ops.gemm(x1, _const(5, 5), name="a")           # 60 B: the next slice would start unaligned
+    y = ops.concat([a, ops.relu(a, name="r"), a * 3.0], axis=1, name="y")
+    g, p = plan_of({"o": ops.gemm(y, _const(5, 2), name="o")}, [x1])
+    assert p.concat_in_place == {T(g, "y"): {0: 0}}
+    assert_simulation_matches(g, p)
+    n = IntVar("n", 1, 4)
+    xd = Tensor([1, n, 16], name="xd")
+    a = ops.gemm(xd, _const(16, 16), name="a")         # a run-time size: the next offset is unknown
+    y = ops.concat([a, a * 2.0], axis=1, name="y")
+    g, p = plan_of({"o": ops.gemm(y, _const(16, 2), name="o")}, [xd])
+    assert p.concat_in_place == {}
+
+
+def test_nested_concats_and_a_part_read_later():
+    x = Tensor([1, 16], name="x")
+    a = ops.gemm(x, _const(16, 16), name="a")
+    b = ops.gemm(x, _const(16, 16), name="b")
+    inner = ops.concat([a, b], axis=1, name="inner")            # [1, 32]
+    c = ops.gemm(x, _const(16, 16), name="c")
+    outer = ops.concat([c, inner], axis=1, name="outer")        # [1, 48]
+    late = ops.gemm(a, _const(16, 4), name="late")              # a is read after the concats
+    g, p = plan_of({"o": ops.gemm(outer, _const(48, 4), name="o") + late}, [x])
+    assert p.concat_in_place == {T(g, "inner"): {0: 0, 1: 64}, T(g, "outer"): {0: 0, 1: 64}}
+    base = p.offsets[T(g, "outer")]
+    assert [p.offsets[T(g, n)] - base for n in ("c", "inner", "a", "b")] == [0, 64, 64, 128]
+    assert_simulation_matches(g, p)
+
+
+def test_forged_records_are_rejected():
+    x = Tensor([1, 4, 16], name="x")
+    a = ops.gemm(x, _const(16, 16), name="a")
+    b = ops.gemm(x, _const(16, 16), name="b")
+    y = ops.concat([a, b], axis=1, name="y")
+    g, p = plan_of({"o": ops.gemm(y, _const(16, 2), name="o")}, [x])
+    ya, yb = T(g, "y"), T(g, "b")
+    with pytest.raises(MemoryPlanError, match="not a contiguous aligned slice"):
+        check_plan(g, dataclasses.replace(p, concat_in_place={ya: {0: 0, 1: 128}}))
+    with pytest.raises(MemoryPlanError, match="not at its slice"):
+        moved = {**p.offsets, yb: p.offsets[yb] - 64}
+        check_plan(g, dataclasses.replace(p, offsets=moved))
+    with pytest.raises(MemoryPlanError, match="overlap"):  # no record: the parts clash with y
+        check_plan(g, dataclasses.replace(p, concat_in_place={}))
+
+
+def test_vit_class_token_copies_only_the_token():
+    inputs, outputs = aitgen.models.get("vit_b16", image_size=32, patch=8, layers=1, hidden=32, heads=2, mlp=64)
+    opts = CompileOptions()
+    g = memory_planning(run_pipeline(Graph.from_outputs(outputs, inputs=list(inputs.values())), opts), opts)
+    p = g.annotations["memory_plan"]
+    check_plan(g, p)
+    (concat,) = [op for op in g.ops if op.kind.value == "concat"]
+    assert p.concat_in_place == {concat.outputs[0]: {1: 32 * 4}}  # the patches, after one token
+    assert concat.inputs[0].is_constant
+    assert_simulation_matches(g, p)
