@@ -64,7 +64,7 @@ def compile_model(outputs: Union[Outputs, Graph], target: str = "auto", workdir:
                   num_runtimes: int = 1, verify: bool = False, dump_passes: Optional[str] = None,
                   name: str = "model", progress: bool = False, extra_flags: Sequence[str] = (),
                   extra_passes: Sequence[PassFn] = (), load: bool = True, cuda_graph: bool = False,
-                  allow_tf32: bool = False, jobs: Optional[int] = None):
+                  allow_tf32: bool = False, jobs: Optional[int] = None, profile: bool = False):
     """Compile `outputs` (a Tensor, list, dict name -> Tensor, or Graph) into `workdir` and load it.
 
     `arch` (CUDA: "sm_80" or "sm_90a"; "sm_90" means sm_90a) defaults to the present GPU's, else
@@ -75,7 +75,9 @@ def compile_model(outputs: Union[Outputs, Graph], target: str = "auto", workdir:
     compile and to the link (e.g. sanitizer flags); they are part of the object-cache key and the
     library's name. `extra_passes` run after PIPELINE and before memory planning
     (aitgen.debug.bisect exposes every intermediate as an output this way). `jobs` caps parallel
-    compiles (default: every core)."""
+    compiles (default: every core). `profile` (CUDA, a GPU present) times the candidate configs of
+    every GEMM/conv kernel not yet in the profile cache before lowering (aitgen.profiler); without
+    it, or without a GPU, the kernels take the cached winners, else the heuristic's choice."""
     from .runtime.device import cuda_capability
     from .runtime.model import Model
 
@@ -84,7 +86,7 @@ def compile_model(outputs: Union[Outputs, Graph], target: str = "auto", workdir:
     backend = load_backend(target)
     arch = backend.resolve_arch(arch, cuda_capability)
     opts = CompileOptions(target=target, fusion=fusion, precision=precision, arch=arch, verify=verify,
-                          dump_passes=dump_passes, allow_tf32=allow_tf32, cuda_graph=cuda_graph)
+                          dump_passes=dump_passes, allow_tf32=allow_tf32, cuda_graph=cuda_graph, profile=profile)
     graph = outputs.copy() if isinstance(outputs, Graph) else Graph.from_outputs(outputs, name=name)
     num_ops = len(graph.ops)
     # Memory planning runs last: it needs the final schedule and the names name_graph gives.
@@ -93,6 +95,11 @@ def compile_model(outputs: Union[Outputs, Graph], target: str = "auto", workdir:
     work = Path(workdir)
     work.mkdir(parents=True, exist_ok=True)
     constants, header_len = write_weights(graph, work / WEIGHTS)
+    if opts.profile and backend.uses_cutlass:
+        from .profiler.runner import profile_graph
+        from .runtime.device import cuda_available
+        if cuda_available():
+            profile_graph(graph, opts, work / "profiler", jobs=jobs)
     calls = lower_graph(graph, target, arch=arch, opts=opts)
     unique = {}
     for c in calls:

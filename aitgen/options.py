@@ -18,6 +18,7 @@ class CompileOptions:
     constant_fold_max_bytes: int = 1 << 30  # a folded constant larger than this stays a computation
     allow_tf32: bool = False              # CUDA float32 GEMM/conv through TF32 tensor cores (else SIMT float32)
     cuda_graph: bool = False              # CUDA: capture the run sequence as a CUDA graph (per bound dims)
+    profile: bool = False                 # CUDA: time GEMM/conv configs on the GPU first (aitgen.profiler)
 
     def replace(self, **kw) -> "CompileOptions":
         return dataclasses.replace(self, **kw)

@@ -25,6 +25,7 @@ from .group_ops import group_ops
 from .name_graph import name_graph
 from .remove_no_ops import remove_no_ops
 from .remove_unused import remove_unused
+from .sink_permutes import sink_permutes
 from .sink_reshapes import sink_reshapes
 from .runner import PassFn, PassRecord, run_pipeline as _run
 from .toposort import toposort
@@ -37,6 +38,10 @@ PIPELINE: list[PassFn] = [
     # Before fold_batchnorm: weights computed from constants (an importer's OIHW -> OHWI permute,
     # var + eps written out) must already be constants for the fold to fire.
     constant_folding,
+    # After constant_folding (an imported weight's OIHW -> OHWI permute is a constant by then) and
+    # before fold_batchnorm: the importer's NCHW <-> NHWC permute pairs around element-wise ops
+    # cancel here, so conv -> permute -> permute -> batchnorm is conv -> batchnorm for the fold.
+    sink_permutes,
     # Before dedup: merging two identical convs that feed different batchnorms would give the conv
     # a second reader, and the single-reader rule would then block both folds.
     fold_batchnorm,
@@ -110,5 +115,5 @@ def optimize(outputs_or_graph: "Outputs | Graph", opts: Optional[CompileOptions]
 
 __all__ = ["PIPELINE", "PassFn", "PassRecord", "run_pipeline", "optimize", "toposort", "remove_unused",
            "constant_folding", "fold_batchnorm", "convert_precision", "remove_no_ops", "dedup", "fuse_attention", "fuse_parallel_gemms",
-           "fuse_memory_ops", "sink_reshapes", "fuse_conv_elementwise",
+           "fuse_memory_ops", "sink_permutes", "sink_reshapes", "fuse_conv_elementwise",
            "fuse_mm_elementwise", "fuse_elementwise", "fuse_norm_elementwise", "group_ops", "name_graph"]

@@ -56,8 +56,11 @@ def is_fusible(op: Op) -> bool:
         category = get_opdef(op.kind).category
     except AitgenError:
         return False
+    # A group reading strided views (fuse_memory_ops, on a second run of the pipeline) keeps them:
+    # inlined into another group, its operands would be read as the tensors they view.
     return category is Category.ELEMENTWISE and all(tuple(o.shape) == tuple(op.outputs[0].shape)
-                                                    for o in op.outputs)
+                                                    for o in op.outputs) \
+        and getattr(op.attrs, "operand_views", None) is None
 
 
 def partition_subgraphs(graph: Graph, fusible: Callable[[Op], bool] = is_fusible,

@@ -57,7 +57,7 @@ def _producer_expr(p: Op) -> Optional[Expr]:
         return None
     if p.kind is OpKind.FUSED_ELEMENTWISE:
         e = p.attrs.expr
-        return e if len(e.outputs) == 1 else None
+        return e if len(e.outputs) == 1 and p.attrs.operand_views is None else None
     n = len(p.inputs)
     return Expr(n, (ExprNode(p.kind, p.attrs, tuple(range(n)), p.outputs[0].dtype),), (n,))
 

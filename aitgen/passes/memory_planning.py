@@ -4,19 +4,22 @@ Over the schedule (graph.ops in order; step i runs graph.ops[i]) each tensor liv
 that writes it to the last step that reads it, both inclusive: an op reads its operands while it
 writes its results, so an operand that dies at step i still overlaps the results born there.
 
-Storage is shared in two ways before any offset is chosen:
+Storage is shared in three ways before any offset is chosen:
 - views: a RESHAPE moves no data, so its output lives in its input's bytes; chains of views resolve
   to the first tensor (the root), and the root's buffer lives until the last read of any view.
   A view class that touches a user buffer (graph input, constant, graph output) is not in the arena.
 - in place: an element-wise op may write its result over an operand that dies at that op when the
   operand is not broadcast (same shape, same byte size), so element i is read before it is written.
+  So may each member of a grouped element-wise op, over an operand no other member reads; never
+  over an operand read through a strided view (element i of it is elsewhere).
 - concat in place: when a concat's output Y is an intermediate whose parts are contiguous slices
   (every dim before the axis is a static 1, every part but the last has a static size, and each
   slice starts ALIGN-aligned), a computed part X_i gets no buffer of its own: its producer
   writes it straight into Y's bytes at its slice, and the concat copies only the other parts
   (graph inputs, constants, a part that is a view of a user buffer or already a slice of another
   concat), or nothing at all. Y's buffer then lives from the first of its parts' writes;
-  concats nest (a part that is itself a concat places its own parts at its slice).
+  concats nest (a part that is itself a concat places its own parts at its slice). In
+  _concat_in_place.py.
 
 Buffers are sized at the upper bound of every dynamic dim, rounded up to ALIGN bytes, so every
 offset is ALIGN-aligned. Offsets come from several greedy heuristics (greedy by size first, as in
@@ -35,6 +38,8 @@ from ..ir.op import Op, OpKind
 from ..ir.tensor import Tensor
 from ..ops.registry import Category, get_opdef
 from ..options import CompileOptions
+from ._concat_in_place import (concat_slices, place_children, place_concat_parts, span, strided_slices,
+                               strided_writer)
 
 ALIGN = 64  # a cache line, and enough for AVX-512 and every GPU vector load
 
@@ -69,6 +74,8 @@ class MemoryPlan:
     # concat output -> {operand index: byte offset in it} for the parts its producers write in
     # place (the concat's kernel copies only the others); their tensors' offsets say the same.
     concat_in_place: dict[Tensor, dict[int, int]] = dataclasses.field(default_factory=dict)
+    # a part of an inner-axis concat -> its element strides there (its producer writes it so)
+    strided_writes: dict[Tensor, tuple] = dataclasses.field(default_factory=dict)
 
     def offsets_by_name(self) -> dict[str, int]:
         out: dict[str, int] = {}
@@ -135,11 +142,13 @@ def view_classes(graph: Graph) -> dict[int, list[Tensor]]:
 def memory_planning(graph: Graph, opts: CompileOptions) -> Graph:
     """Plan the activation arena; the result is graph.annotations["memory_plan"]. Runs last:
     any pass after it that adds, removes or reorders ops would invalidate the plan."""
-    graph.annotations["memory_plan"] = plan_memory(graph)
+    graph.annotations["memory_plan"] = plan_memory(graph, opts.target)
     return graph
 
 
-def plan_memory(graph: Graph) -> MemoryPlan:
+def plan_memory(graph: Graph, target: Optional[str] = None) -> MemoryPlan:
+    """The plan; with a target, the parts of inner-axis concats whose producers the target's
+    kernels write at strides are placed in the output too (else those concats copy every part)."""
     step, outs = _schedule(graph)
     aliases: dict[Tensor, Tensor] = {}
     view_copies: list[str] = []
@@ -167,7 +176,7 @@ def plan_memory(graph: Graph) -> MemoryPlan:
             if t is not members[0]:
                 aliases[t] = members[0]
     naive = sum(b.size for b in buffers)
-    concat_in_place = _place_concat_parts(graph, buf_of)
+    concat_in_place, strided = place_concat_parts(graph, buf_of, ALIGN, strided_writer(target) if target else None)
 
     in_place: list[tuple[str, Tensor, Tensor]] = []
     for i, op in enumerate(graph.ops):
@@ -194,14 +203,14 @@ def plan_memory(graph: Graph) -> MemoryPlan:
 
     roots = [b for b in buffers if b.parent is None]
     for b in roots:  # a root holds its slices' bytes from the first one's write on
-        b.start, b.end = _span(b)
+        b.start, b.end = span(b)
     lower = _lower_bound(roots, len(graph.ops))
     arena, strategy, tried = _best_offsets(roots)
     for b in roots:
-        _place_children(b)
+        place_children(b)
     offsets = {t: b.offset for b in buffers for t in b.tensors}
     return MemoryPlan(offsets, arena, lower, naive, in_place, aliases, view_copies, roots,
-                      strategy, tried, concat_in_place)
+                      strategy, tried, concat_in_place, strided)
 
 
 def _viewed(inputs, attrs) -> set[int]:
@@ -231,55 +240,6 @@ def in_place_candidates(op: Op) -> list[tuple[list[Tensor], Tensor, set[int]]]:
             shared = {id(t) for t in ins if reads[id(t)] > 1}
             out.append((ins, outs[0], _viewed(ins, m.attrs) | shared))
     return out
-
-
-def _span(b: Buffer) -> tuple[int, int]:
-    spans = [(b.start, b.end)] + [_span(c) for c in b.children]
-    return min(s for s, _ in spans), max(e for _, e in spans)
-
-
-def _place_children(b: Buffer) -> None:
-    for c in b.children:
-        c.offset = b.offset + c.delta
-        _place_children(c)
-
-
-def concat_slices(op: Op) -> Optional[list[Optional[int]]]:
-    """Byte offsets of a concat's parts in its output when the parts are contiguous, ALIGN-aligned
-    slices of it (None for a part whose slice is not aligned), else None."""
-    y = op.outputs[0]
-    ax = op.attrs.axis
-    if not all(d.is_static and d.value == 1 for d in y.shape[:ax]):
-        return None
-    deltas: list[Optional[int]] = []
-    at = 0
-    for i, x in enumerate(op.inputs):
-        deltas.append(at if at % ALIGN == 0 else None)
-        if i < len(op.inputs) - 1:
-            if not all(d.is_static for d in x.shape):
-                return None  # the next slice would start at a run-time offset
-            at += x.nbytes_upper()
-    return deltas
-
-
-def _place_concat_parts(graph: Graph, buf_of: dict[int, Buffer]) -> dict[Tensor, dict[int, int]]:
-    """Make the computed parts of contiguous concats slices of the output's buffer."""
-    placed: dict[Tensor, dict[int, int]] = {}
-    for op in graph.ops:
-        if op.kind is not OpKind.CONCAT or id(op.outputs[0]) not in buf_of:
-            continue
-        deltas = concat_slices(op)
-        if deltas is None:
-            continue
-        by = buf_of[id(op.outputs[0])]
-        for i, (x, delta) in enumerate(zip(op.inputs, deltas)):
-            bx = buf_of.get(id(x))
-            if delta is None or bx is None or bx is by or bx.parent is not None:
-                continue
-            bx.parent, bx.delta = by, delta
-            by.children.append(bx)
-            placed.setdefault(op.outputs[0], {})[i] = delta
-    return placed
 
 
 def _lower_bound(buffers: list[Buffer], steps: int) -> int:
@@ -434,29 +394,39 @@ def check_plan(graph: Graph, plan: MemoryPlan) -> None:
         op = y.producer
         if op is None or id(op) not in step or op.kind is not OpKind.CONCAT or id(y) not in unit_of:
             fail(f"concat record for {y!r}: not the output of a concat in the arena")
-        deltas = concat_slices(op)
+        deltas = concat_slices(op, ALIGN)
+        layout = None
+        if deltas is None and strided_slices(op, ALIGN) is not None:
+            layout, deltas = strided_slices(op, ALIGN)
         for i, delta in parts.items():
             x = op.inputs[i] if 0 <= i < len(op.inputs) else None
             if deltas is None or x is None or deltas[i] != delta or id(x) not in unit_of:
                 fail(f"concat {op_label(op)}: part {i} is not a contiguous aligned slice at byte {delta}")
+            if layout is not None and (plan.strided_writes.get(x) != layout or x.users != [op]
+                                       or len(units[unit_of[id(x)]][0]) != 1):
+                fail(f"concat {op_label(op)}: part {i} ({x!r}) is not written alone at the output's strides")
             u, v = unit_of[id(x)], unit_of[id(y)]
             if u in parent or u == v:
                 fail(f"concat {op_label(op)}: part {i} ({x!r}) is placed twice")
             if units[u][1] != units[v][1] + delta or units[u][1] + units[u][2] > units[v][1] + units[v][2]:
                 fail(f"concat {op_label(op)}: part {i} ({x!r}) is not at its slice of {y!r}")
             parent[u] = v
+    placed = {id(y.producer.inputs[i]) for y, parts in plan.concat_in_place.items() for i in parts}
+    for x in plan.strided_writes:
+        if id(x) not in placed:
+            fail(f"{x!r} is recorded as written at strides but is no concat part placed in place")
 
     def root(u: int) -> int:
         while u in parent:
             u = parent[u]
         return u
 
-    span: dict[int, tuple[int, int]] = {}
+    life: dict[int, tuple[int, int]] = {}  # root unit -> first write, last read of it and its slices
     for u, unit in enumerate(units):
         r = root(u)
-        lo, hi = span.get(r, (unit[3], unit[4]))
-        span[r] = (min(lo, unit[3]), max(hi, unit[4]))
-    units = [(m, off, size, *span[u]) if u not in parent else (m, off, 0, st, en)
+        lo, hi = life.get(r, (unit[3], unit[4]))
+        life[r] = (min(lo, unit[3]), max(hi, unit[4]))
+    units = [(m, off, size, *life[u]) if u not in parent else (m, off, 0, st, en)
              for u, (m, off, size, st, en) in enumerate(units)]  # a slice is checked through its root
 
     handoffs: set[tuple[int, int]] = set()

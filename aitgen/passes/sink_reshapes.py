@@ -67,8 +67,9 @@ def _elementwise(op: Op) -> bool:
 
 def _sink_through(graph: Graph, u: Op, y: Tensor, yr: Tensor) -> list[Op]:
     """Rewrite u (reading yr = reshape(y)) to run in y's coordinates; the new reshapes after it."""
-    if not _elementwise(u) or any(tuple(o.shape) != tuple(yr.shape) for o in u.outputs):
-        return []
+    if not _elementwise(u) or any(tuple(o.shape) != tuple(yr.shape) for o in u.outputs) \
+            or getattr(u.attrs, "operand_views", None) is not None:
+        return []  # (an operand read through a view has the view's shape, not its tensor's)
     groups = dim_groups(yr.shape, y.shape)
     if groups is None:
         return []

@@ -148,6 +148,16 @@ class CudaIO:
         finally:
             self._staging.put(staging)
 
+    def close(self) -> None:
+        """Free the staging buffers now rather than at garbage collection."""
+        while True:
+            try:
+                staging = self._staging.get_nowait()
+            except queue.Empty:
+                return
+            for buf in staging.values():
+                buf.free()
+
     def _buffer(self, staging: dict, key: str, nbytes: int) -> int:
         buf = staging.get(key)
         if buf is None:

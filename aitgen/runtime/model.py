@@ -230,6 +230,8 @@ class Model:
         if getattr(self, "_handle", None) is not None:
             self._lib.ait_model_destroy(self._handle)
             self._handle = None
+        if getattr(self, "_io", None) is not None:
+            self._io.close()
 
     def __enter__(self) -> "Model":
         return self

@@ -18,6 +18,7 @@ import collections
 import json
 import os
 import pickle
+import re
 import subprocess
 import sys
 import tempfile
@@ -43,23 +44,30 @@ SUBSET_PER_OP = 2      # the default tier: this many imported cases per op type
 WORKER_TIMEOUT = 1200  # seconds for one batch build + run
 
 
+_NEEDS_CONST = re.compile(r"\(\w+, '([^']+)'\) must be known at import time")
+
+
 def import_case(case) -> dict:
     """Import one case in-process and check it with the oracle: the record before any build."""
     import aitgen as ag
     from aitgen.errors import AitgenError, UnsupportedOpError
-    from aitgen.frontend import onnx as ox
+    from aitgen.ir.graph import topo_order
     rec = {"name": case.name, "op": case.op, "opset": case.opset}
     frozen: list = []
     try:
-        try:
-            inputs, outputs, feeds = load_case(case)
-        except UnsupportedOpError as e:
-            # An op that needs a value while compiling (axes, a shape) fed as data: pin the case's
-            # integer inputs, as a user would with load(constant_inputs=...), and say so.
-            frozen = freezable(case) if "import time" in str(e) else []
-            if not frozen:
-                raise
-            inputs, outputs, feeds = load_case(case, frozen)
+        while True:
+            try:
+                inputs, outputs, feeds = load_case(case, frozen)
+                break
+            except UnsupportedOpError as e:
+                # An op that needs a value while compiling (axes, a shape, scales) fed as data: pin
+                # that input to the case's value, as a user would with load(constant_inputs=...).
+                m = _NEEDS_CONST.search(str(e))
+                name = m.group(1) if m else None
+                if name is None or name in frozen or name not in freezable(case):
+                    raise
+                frozen.append(name)
+        if frozen:
             rec["frozen_inputs"] = frozen
     except UnsupportedOpError as e:
         return {**rec, "status": "unsupported", "reason": str(e)}
@@ -72,12 +80,14 @@ def import_case(case) -> dict:
     rec["status"] = "pending"
     rec["_frozen"] = frozen
     rec["dynamic"] = any(not d.is_static for t in inputs.values() for d in t.shape)
+    # Inputs that no output reads (an output known at import time) are not fed.
+    live = {t.name for t in topo_order(list(outputs.values()))[1] if t.is_input}
     try:
         rtol, atol = case.tolerances()
         with warnings.catch_warnings(), np.errstate(all="ignore"):
             warnings.simplefilter("ignore")
             for d, (ins, outs) in enumerate(case.data_sets):
-                got = ag.reference.run(outputs, feeds[d])
+                got = ag.reference.run(outputs, {k: v for k, v in feeds[d].items() if k in live})
                 if len(got) != len(outs):
                     raise ValueError(f"{len(got)} outputs, the case expects {len(outs)}")
                 for j, (g, w) in enumerate(zip(got.values(), outs)):

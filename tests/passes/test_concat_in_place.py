@@ -14,10 +14,10 @@ import pytest
 import aitgen
 from aitgen import ops
 from aitgen.errors import MemoryPlanError
-from aitgen.ir import Graph, IntVar, Tensor
+from aitgen.ir import Graph, IntImm, IntVar, Tensor
 from aitgen.options import CompileOptions
 from aitgen.passes import run_pipeline
-from aitgen.passes.memory_planning import check_plan, memory_planning
+from aitgen.passes.memory_planning import check_plan, memory_planning, plan_memory
 from test_memory_planning import T, _const, assert_simulation_matches, plan_of
 
 
@@ -49,12 +49,20 @@ def test_what_cannot_be_in_place_is_copied():
     assert_simulation_matches(g, p)
 
 
+def untargeted(outputs, inputs):
+    """The plan without a target: no producer is known to write at strides."""
+    g = Graph.from_outputs(outputs, inputs=inputs)
+    p = plan_memory(g)
+    check_plan(g, p)
+    return g, p
+
+
 def test_only_contiguous_aligned_static_slices():
     x = Tensor([2, 3, 16], name="x")
     a = ops.gemm(x, _const(16, 16), name="a")
     y = ops.concat([a, a * 2.0], axis=1, name="y")     # batch 2 before the axis: strided slices
-    g, p = plan_of({"o": ops.gemm(y, _const(16, 2), name="o")}, [x])
-    assert p.concat_in_place == {}
+    g, p = untargeted({"o": ops.gemm(y, _const(16, 2), name="o")}, [x])
+    assert p.concat_in_place == {} and p.strided_writes == {}
     x1 = Tensor([1, 3, 5], name="x1")
     a = ops.gemm(x1, _const(5, 5), name="a")           # 60 B: the next slice would start unaligned
     y = ops.concat([a, ops.relu(a, name="r"), a * 3.0], axis=1, name="y")
@@ -84,6 +92,26 @@ def test_nested_concats_and_a_part_read_later():
     assert_simulation_matches(g, p)
 
 
+def test_inner_axis_parts_are_written_at_strides():
+    # [2, 3, C1] + [2, 3, C2] along the channels: each part's rows sit at the output's row stride.
+    x = Tensor([2, 3, 16], name="x")
+    a = ops.gemm(x, _const(16, 16), name="a")          # a GEMM writes rows at a stride (ldc)
+    e = ops.tanh(x, name="e")                           # element-wise: any strides
+    n = ops.layernorm(x, name="n")                      # a norm writes dense rows only: copied
+    r = ops.gemm(x, _const(16, 16), name="r")           # read again below: copied
+    y = ops.concat([a, e, n, r], axis=2, name="y")      # [2, 3, 64]
+    out = ops.gemm(y, _const(64, 2), name="o") + ops.gemm(r, _const(16, 2), name="o2")
+    g, p = plan_of({"o": out}, [x])
+    assert p.concat_in_place == {T(g, "y"): {0: 0, 1: 64}}  # 16 floats per part: 64-byte steps
+    strides = [int(d.value) for d in p.strided_writes[T(g, "a")]]
+    assert strides == [3 * 64, 64, 1] and set(p.strided_writes) == {T(g, "a"), T(g, "e")}
+    assert p.offsets[T(g, "e")] == p.offsets[T(g, "y")] + 64
+    assert_simulation_matches(g, p)
+    # Without a target nothing is known to write at strides: every part is copied.
+    g, p = untargeted({"o": out}, [x])
+    assert p.concat_in_place == {} and p.strided_writes == {}
+
+
 def test_forged_records_are_rejected():
     x = Tensor([1, 4, 16], name="x")
     a = ops.gemm(x, _const(16, 16), name="a")
@@ -98,6 +126,14 @@ def test_forged_records_are_rejected():
         check_plan(g, dataclasses.replace(p, offsets=moved))
     with pytest.raises(MemoryPlanError, match="overlap"):  # no record: the parts clash with y
         check_plan(g, dataclasses.replace(p, concat_in_place={}))
+    with pytest.raises(MemoryPlanError, match="no concat part"):
+        check_plan(g, dataclasses.replace(p, strided_writes={T(g, "o"): (IntImm(1), IntImm(1))}))
+    x2 = Tensor([2, 3, 16], name="x2")
+    y2 = ops.concat([ops.tanh(x2, name="t"), ops.exp(x2, name="u")], axis=2, name="y2")
+    g, p = plan_of({"o": ops.gemm(y2, _const(32, 2), name="o")}, [x2])
+    assert set(p.strided_writes) == {T(g, "t"), T(g, "u")}
+    with pytest.raises(MemoryPlanError, match="alone at the output's strides"):
+        check_plan(g, dataclasses.replace(p, strided_writes={T(g, "t"): p.strided_writes[T(g, "t")]}))
 
 
 def test_vit_class_token_copies_only_the_token():

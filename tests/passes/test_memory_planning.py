@@ -69,12 +69,21 @@ def simulate(g: Graph, plan, feeds) -> dict[str, np.ndarray]:
     copied operands, so any difference between them comes from the placement alone."""
     values, env = reference.bind_dims(g.inputs, feeds)
     offsets = plan.offsets if plan is not None else {}
+    strided = plan.strided_writes if plan is not None else {}  # concat parts laid out at strides
     arena = np.full(plan.arena_bytes if plan is not None else 0, 0xA5, np.uint8)  # garbage until written
     own: dict[int, bytes] = {}
 
+    def at_strides(t: Tensor, shape) -> np.ndarray:
+        """The arena's elements of t, which lies at the element strides the plan records."""
+        st = [d.evaluate(env) * t.dtype.itemsize for d in strided[t]]
+        flat = arena[offsets[t]:].view(np.uint8)
+        return np.lib.stride_tricks.as_strided(flat, list(shape) + [t.dtype.itemsize], st + [1])
+
     def write(t: Tensor, v: np.ndarray) -> None:
         raw = np.ascontiguousarray(v).tobytes()
-        if t in offsets:
+        if t in strided:
+            at_strides(t, v.shape)[...] = np.frombuffer(raw, np.uint8).reshape(list(v.shape) + [t.dtype.itemsize])
+        elif t in offsets:
             arena[offsets[t]:offsets[t] + len(raw)] = np.frombuffer(raw, np.uint8)
         else:
             own[id(t)] = raw
@@ -84,6 +93,8 @@ def simulate(g: Graph, plan, feeds) -> dict[str, np.ndarray]:
             return t.value
         shape = evaluate_shape(t.shape, env)
         n = int(np.prod(shape)) * t.dtype.itemsize
+        if t in strided:
+            return np.frombuffer(at_strides(t, shape).tobytes(), t.dtype.np).reshape(shape)
         raw = arena[offsets[t]:offsets[t] + n].tobytes() if t in offsets else own[id(t)]
         return np.frombuffer(raw, t.dtype.np).reshape(shape)
 

@@ -138,3 +138,24 @@ def test_env_for_reaches_the_bucket_with_several_vars():
         env = runner.env_for(m, target, [m])
         assert target <= m.evaluate(env) < 2 * target  # the bucket's top, not far past it
         assert all(v.lower <= env[v] <= v.upper for v in (b, s))
+
+
+def test_bucket_dispatch_is_rendered_in_order(tmp_path):
+    """The kernel's run-time switch: `if (m <= bound)` per config in order, the last unconditional."""
+    from aitgen.codegen.kernels.cuda import gemm as gemm_k
+    from aitgen.codegen.render import render
+    p = _problem(IntVar("b", 1, 4096))
+    cache = ProfileCache(tmp_path / "p.sqlite")
+    win = cands.find(p.candidates, "sm90_256x128x64_c1x2_cooperative")
+    cache.put(p.key(256, "sm_90a", "4.2.0.0"), win.as_params(), 0.01)
+    configs = select.dispatch(p, "sm_90a", cache, "4.2.0.0")
+    x = ag.Tensor([IntVar("b", 1, 4096), 768], dtype="float16", name="x")
+    g, _ = _graph({"y": ops.gemm(x, ag.Tensor([768, 768], dtype="float16", name="w"))}, "sm_90a")
+    kern = gemm_k.gemm_kernel(gemm_k.gemm_problem(g.ops[-1]), "sm_90a", False)
+    src = render("cuda/templates/gemm_sm90.cu.j2", func="k_test", **dict(kern.params, configs=configs, profiler=False))
+    branches = [ln.strip() for ln in src.splitlines() if "::run(p, d," in ln and "Config" in ln]
+    want = [f"if (m <= {c['max_m']}) return Config{i}::run" for i, c in enumerate(configs[:-1])]
+    assert [b.split("(p, d")[0] for b in branches[:-1]] == want
+    assert branches[-1].startswith(f"Config{len(configs) - 1}::run")
+    assert f"using Config{configs.index(next(c for c in configs if c['name'] == win.name))} = Gemm<256, 128, 64, 1, 2" \
+        in src

@@ -39,7 +39,7 @@ def _weights(shape, groups: int, transposed: bool) -> Md:
     return [IntImm(groups), og, ig, kh, kw], [sg, so, si, skh, skw]
 
 
-@lowering("cpu", OpKind.CONV2D, OpKind.CONV_TRANSPOSE2D, epilogue=True)
+@lowering("cpu", OpKind.CONV2D, OpKind.CONV_TRANSPOSE2D, epilogue=True, features=("strided_output",))
 def lower_conv(op: Op, ctx: LowerContext) -> list[KernelCall]:
     own, extras = epilogue.own_operands(op)
     x, w = own[:2]
@@ -58,14 +58,19 @@ def lower_conv(op: Op, ctx: LowerContext) -> list[KernelCall]:
                                          f"exceeds padding {a.padding} by a stride or more, which oneDNN "
                                          "cannot express")
     wei = _weights(w.shape, a.groups, transposed)
-    dims = md_dims(_nhwc(*(x.shape[i] for i in (0, 3, 1, 2))), wei, _nhwc(*(out.shape[i] for i in (0, 3, 1, 2))))
+    out_md = _nhwc(*(out.shape[i] for i in (0, 3, 1, 2)))
+    out_strides = ctx.plan.strided_writes.get(out)  # a strided slice of a channel concat
+    if out_strides is not None:
+        sn, sh, sw, sc = out_strides
+        out_md = (out_md[0], [sn, sc, sh, sw])
+    dims = md_dims(_nhwc(*(x.shape[i] for i in (0, 3, 1, 2))), wei, out_md)
     if bias is not None:
         dims += md_dims(([out.shape[3]], [IntImm(1)]))
     prepack = is_constant(ctx, w)
     types = onednn_types(out.dtype)
     ep, key, loop_dims = epilogue.plan(op, out, extras, first_ptr=3 + (bias is not None), key_offset=len(dims),
                                        prepack=prepack, convert=types["convert"],
-                                       dst_md=epilogue.nhwc_md(out.shape), rank=4)
+                                       dst_md=epilogue.nhwc_md(out.shape), rank=4, out_strides=out_strides)
     dims += key
     spec = KernelSpec.make(ctx.template("conv_onednn.cpp.j2"), transposed=transposed, wei_rank=len(wei[0]),
                            strides=list(a.stride), dilates=[d - 1 for d in a.dilation], padding_l=[pt, pl],

@@ -207,15 +207,17 @@ def merge_access(out_shape, operand_strides) -> tuple[list[Dim], list[str], list
     return dims, kinds, strides
 
 
-def expr_kernel(expr, outs, ins, views=None) -> tuple[dict, list]:
+def expr_kernel(expr, outs, ins, views=None, out_strides=None) -> tuple[dict, list]:
     """Template params (backends/cpu/templates/elementwise_body.inc.j2) and dims of one evaluation
     of `expr` over `ins` into `outs` (all of the outputs' shape); the single and the grouped kernel
     take the same ones.
 
     `views[i]` (a StridedView, or None) reads operand i as a window of its tensor: its strides and
-    offset go into the dims. Dims: the merged output dims; then the outer strides of each strided
-    operand; then, per strided operand whose innermost stride is neither 0 nor 1, that stride; then
-    the element offset of each operand read at one.
+    offset go into the dims. `out_strides`: the strides the (one) output is written at, where it is
+    a strided slice of a concat (memory_planning), innermost 1. Dims: the merged output dims; then
+    the outer strides of each strided operand; then the output's outer strides; then, per strided
+    operand whose innermost stride is neither 0 nor 1, that stride; then the element offset of each
+    operand read at one.
     """
     out_shape = tuple(outs[0].shape)
     views = list(views) if views is not None else [None] * len(ins)
@@ -223,13 +225,28 @@ def expr_kernel(expr, outs, ins, views=None) -> tuple[dict, list]:
     cpp = expr_cpp(expr, in_dtypes)
     strides = [broadcast_strides(tuple(t.shape), out_shape) if v is None else _view_strides(v, out_shape)
                for t, v in zip(ins, views)]
+    if out_strides is not None:
+        assert len(outs) == 1, "a strided write is of one output"
+        strides.append(list(out_strides))  # merged like an operand's; its plan is the last one
     dims, kinds, merged = merge_access(out_shape, strides)
-    flat = "strided" not in kinds
+    out_plan = None
+    if out_strides is not None:
+        kinds, out_plan = kinds[:-1], merged.pop()
+        if out_plan == []:  # the output is dense after all
+            out_plan = None
+    flat = "strided" not in kinds and out_plan is None
     rank = 1 if flat else len(dims)
     call_dims: list = [prod(out_shape)] if flat else list(dims)
     strided = [i for i, k in enumerate(kinds) if k == "strided"]
     for i in strided:
         call_dims += merged[i][:-1]
+    out_at, out_inner = None, "i"
+    if out_plan is not None:
+        out_at = len(call_dims)
+        call_dims += out_plan[:-1]
+        if out_plan[-1] != 1:  # a static 1 innermost dim dropped: the row steps at another stride
+            out_inner = f"i * d[{len(call_dims)}]"
+            call_dims.append(out_plan[-1])
     inner_at: dict[int, int] = {}
     for i in strided:
         if merged[i][-1] != 0 and merged[i][-1] != 1:
@@ -259,7 +276,8 @@ def expr_kernel(expr, outs, ins, views=None) -> tuple[dict, list]:
     weight = sum(8 if n.kind in _COSTLY else 1 for n in expr.nodes)
     params = dict(text=str(expr), functions=cpp["functions"], statements=cpp["statements"], args=args,
                   outs=stores, par_threshold=max(4096, PAR_WORK // max(weight, 1)),
-                  mode="flat" if flat else "strided", rank=rank, nstrided=len(strided))
+                  mode="flat" if flat else "strided", rank=rank, nstrided=len(strided), out_at=out_at,
+                  out_index=f"obase + {out_inner}" if out_at is not None else "row + i")
     return params, call_dims
 
 
@@ -273,18 +291,18 @@ def _view_strides(view, out_shape) -> list[Dim]:
 
 def lower_expr(expr, outs, ins, ctx: LowerContext, label: str, views=None) -> list[KernelCall]:
     """One kernel evaluating `expr` over `ins` into `outs` (all of the outputs' shape)."""
-    params, dims = expr_kernel(expr, outs, ins, views)
+    params, dims = expr_kernel(expr, outs, ins, views, ctx.plan.strided_writes.get(outs[0]))
     spec = KernelSpec.make(ctx.template("elementwise.cpp.j2"), k=params)
     return [KernelCall(spec, [*outs, *ins], dims, label)]
 
 
 @lowering("cpu", *[k for k in registered_kinds() if get_opdef(k).category is Category.ELEMENTWISE
-                   and k is not OpKind.FUSED_ELEMENTWISE])
+                   and k is not OpKind.FUSED_ELEMENTWISE], features=("strided_output",))
 def lower_elementwise(op: Op, ctx: LowerContext) -> list[KernelCall]:
     return lower_expr(single_op_expr(op), op.outputs, op.inputs, ctx, op.name or op.kind.value)
 
 
-@lowering("cpu", OpKind.FUSED_ELEMENTWISE, features=("operand_views",))
+@lowering("cpu", OpKind.FUSED_ELEMENTWISE, features=("operand_views", "strided_output"))
 def lower_fused_elementwise(op: Op, ctx: LowerContext) -> list[KernelCall]:
     return lower_expr(op.attrs.expr, op.outputs, op.inputs, ctx, op.name or op.kind.value,
                       getattr(op.attrs, "operand_views", None))
@@ -301,7 +319,8 @@ def lower_grouped_elementwise(op: Op, members: list[Op], ctx: LowerContext) -> l
     """One parallel loop over the items of every member (backends/cpu/templates/elementwise_grouped.cpp.j2)."""
     ms, ptrs, dims = [], [], []
     for m in members:
-        params, d = expr_kernel(m.attrs.expr, m.outputs, m.inputs, getattr(m.attrs, "operand_views", None))
+        params, d = expr_kernel(m.attrs.expr, m.outputs, m.inputs, getattr(m.attrs, "operand_views", None),
+                                ctx.plan.strided_writes.get(m.outputs[0]))
         ms.append(dict(params, ptr_at=len(ptrs), dims_at=len(dims)))
         ptrs += [*m.outputs, *m.inputs]
         dims += d

@@ -106,9 +106,11 @@ def _post_ops(ep: Epilogue, out: Tensor, extras: list[Tensor], convert: bool, ds
 
 
 def plan(op: Op, out: Tensor, extras: list[Tensor], *, first_ptr: int, key_offset: int, prepack: bool,
-         convert: bool, dst_md: DstMd, rank: int) -> tuple[dict, list[Dim], list[Dim]]:
+         convert: bool, dst_md: DstMd, rank: int, out_strides=None) -> tuple[dict, list[Dim], list[Dim]]:
     """Kernel params (`epilogue`, `post_ops`), dims that join the primitive key (after key_offset),
-    and the loop's dims (after the constants version). `rank` is the rank of dst_md's descriptors."""
+    and the loop's dims (after the constants version). `rank` is the rank of dst_md's descriptors.
+    `out_strides`: where the output lies at strides of its own (a slice of a concat written in
+    place, memory_planning), its strides in its own shape's order; the loop then writes there."""
     ep: Optional[Epilogue] = getattr(op.attrs, "epilogue", None)
     if ep is None:
         return dict(epilogue=None, post_ops=[], post_rank=0), [], []
@@ -133,10 +135,13 @@ def plan(op: Op, out: Tensor, extras: list[Tensor], *, first_ptr: int, key_offse
         loop_dims += strides
         args.append(dict(t=STORAGE[x.dtype], ct=COMPUTE[x.dtype], load=load(x.dtype, f"e{j}", "IDX"), ptr=first_ptr + j,
                          inner=0 if strides[-1] == 0 else 1))
+    if out_strides is not None:
+        loop_dims += list(out_strides)
     cpp = expr_cpp(ep.expr, [out.dtype] + [x.dtype for x in extras], prefix="ep")
     out_slot = ep.expr.outputs[0]
     params = dict(functions=cpp["functions"], statements=cpp["statements"], rank=len(shape), dims_at=loop_at,
-                  args=args, acc=load(out.dtype, "orow", "i"), store=store(out.dtype, f"s{out_slot}"))
+                  args=args, acc=load(out.dtype, "orow", "i"), store=store(out.dtype, f"s{out_slot}"),
+                  out_strided=out_strides is not None)
     return dict(epilogue=params, post_ops=post, post_rank=rank), key, loop_dims
 
 

@@ -14,7 +14,7 @@ from ...ir.dims import Dim, IntImm, as_dim, prod
 from ...ir.dtype import DType
 from ...ir.op import Op, OpKind
 from ...ir.tensor import Tensor
-from ...ops.operand_views import matrix_view
+from ...ops.operand_views import StridedView, matrix_view
 from ..cexpr import STORAGE
 from ..lower import LowerContext, lowering
 from ..spec import CONSTANTS_VERSION, KernelCall, KernelSpec
@@ -63,9 +63,11 @@ def md_dims(*mds: Md) -> list[Dim]:
 
 def matmul_call(ctx: LowerContext, op: Op, out: Tensor, a: Tensor, b: Tensor, bias: Optional[Tensor],
                 a_md: Md, b_md: Md, c_md: Md, extras: Sequence[Tensor] = (),
-                dst_md: Optional[epilogue.DstMd] = None, a_offset: Optional[Dim] = None) -> KernelCall:
+                dst_md: Optional[epilogue.DstMd] = None, a_offset: Optional[Dim] = None,
+                out_strides=None) -> KernelCall:
     """`extras`: the fused epilogue's operands; `dst_md` describes one in c_md's coordinates;
-    `a_offset`: where a view of `a` starts, in elements (the last dim)."""
+    `a_offset`: where a view of `a` starts, in elements (the last dim); `out_strides`: the output's
+    strides where it is a strided slice of a concat (c_md already says so to oneDNN)."""
     rank = len(c_md[0])
     dims = md_dims(a_md, b_md, c_md)
     if bias is not None:  # [1, .., 1, N] dense: oneDNN broadcasts it over the rows
@@ -75,7 +77,8 @@ def matmul_call(ctx: LowerContext, op: Op, out: Tensor, a: Tensor, b: Tensor, bi
     types = onednn_types(out.dtype)
     ep, key, loop_dims = epilogue.plan(op, out, list(extras), first_ptr=3 + (bias is not None), key_offset=len(dims),
                                        prepack=prepack, convert=types["convert"],
-                                       dst_md=dst_md or epilogue.batched_md(c_md[0]), rank=rank)
+                                       dst_md=dst_md or epilogue.batched_md(c_md[0]), rank=rank,
+                                       out_strides=out_strides)
     dims += key
     tail = dims + ([CONSTANTS_VERSION] if prepack else []) + loop_dims
     src_offset = -1
@@ -93,7 +96,7 @@ def _matrix(rows: Dim, cols: Dim, transposed: bool) -> Md:
     return ([rows, cols], [IntImm(1), rows] if transposed else [cols, IntImm(1)])
 
 
-@lowering("cpu", OpKind.GEMM, epilogue=True, features=("operand_views",))
+@lowering("cpu", OpKind.GEMM, epilogue=True, features=("operand_views", "strided_output"))
 def lower_gemm(op: Op, ctx: LowerContext) -> list[KernelCall]:
     own, extras = epilogue.own_operands(op)
     a, b = own[:2]
@@ -108,8 +111,14 @@ def lower_gemm(op: Op, ctx: LowerContext) -> list[KernelCall]:
     else:
         k = a.shape[0] if ta else a.shape[-1]
         a_md = _matrix(m, k, ta)
-    return [matmul_call(ctx, op, out, a, b, bias, a_md, _matrix(k, n, tb), ([m, n], [n, IntImm(1)]), extras,
-                        epilogue.folded_md(out.shape), a_offset=view.offset if view is not None else None)]
+    out_strides = ctx.plan.strided_writes.get(out)
+    c_md: Md = ([m, n], [n, IntImm(1)])
+    if out_strides is not None:  # a strided slice of a concat (memory_planning): rows at their stride
+        _, ldc, _, _ = matrix_view(StridedView(tuple(out.shape), tuple(out_strides)))
+        c_md = ([m, n], [ldc, IntImm(1)])
+    return [matmul_call(ctx, op, out, a, b, bias, a_md, _matrix(k, n, tb), c_md, extras,
+                        epilogue.folded_md(out.shape), a_offset=view.offset if view is not None else None,
+                        out_strides=out_strides)]
 
 
 def _batched(shape: Sequence[Dim], rank: int, transposed: bool) -> Md:

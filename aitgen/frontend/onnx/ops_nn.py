@@ -250,15 +250,28 @@ def _pool_setup(ctx: NodeContext):
     return x, nsp, kernel, strides, dilations, begin, end, ceil
 
 
-def _pool2d(ctx: NodeContext, fn, x, nsp, kernel, strides, dilations, begin, end, **kw) -> Tensor:
+def _pool2d(ctx: NodeContext, fn, x, nsp, kernel, strides, dilations, begin, end, big_pad=None) -> Tensor:
+    """fn(x_nhwc, kernel, stride, padding) over x's 1-D or 2-D windows. Pads beyond half the
+    window (which the IR's pools refuse, as torch does) go through `big_pad(x_nhwc, pads4)`:
+    the caller pads explicitly and pools without padding."""
     xs = ops.unsqueeze(x, [2]) if nsp == 1 else x
     pad = (0, 0, begin[0], end[0]) if nsp == 1 else (begin[0], end[0], begin[1], end[1])
     eff = [d * (k - 1) + 1 for k, d in zip(_as_2d(kernel, 1), _as_2d(dilations, 1))]
+    xn = to_nhwc(xs)
     if any(p > e // 2 for p, e in zip(pad, (eff[0], eff[0], eff[1], eff[1]))):
-        raise ctx.unsupported(f"pads {begin + end} larger than half the window {kernel} (dilation {dilations})")
-    y = fn(to_nhwc(xs), _as_2d(kernel, 1), _as_2d(strides, 1), pad, **kw)
+        if big_pad is None or ctx.attr("ceil_mode", 0):
+            raise ctx.unsupported(f"pads {begin + end} larger than half the window {kernel} (dilation "
+                                  f"{dilations}){' with ceil_mode' if big_pad else ''}")
+        y = big_pad(xn, pad)
+    else:
+        y = fn(xn, _as_2d(kernel, 1), _as_2d(strides, 1), pad)
     y = to_nchw(y)
     return ops.squeeze(y, [2]) if nsp == 1 else y
+
+
+def _explicit_pad(x: Tensor, pad, value) -> Tensor:
+    """x [N, H, W, C] padded (top, bottom, left, right) with a constant."""
+    return ops.pad(x, [(0, 0), (pad[0], pad[1]), (pad[2], pad[3]), (0, 0)], value=value)
 
 
 @onnx_op("MaxPool", min_opset=8)
@@ -268,9 +281,13 @@ def _max_pool(ctx: NodeContext):
         raise ctx.unsupported("the Indices output of MaxPool is not supported")
     if x.dtype == DType.bool:
         raise ctx.malformed("MaxPool over bool")
-    return _pool2d(ctx, lambda t, k, s, p, **kw: ops.max_pool2d(t, k, s, p, dilation=_as_2d(dilations, 1),
-                                                               ceil_mode=ceil),
-                   x, nsp, kernel, strides, dilations, begin, end)
+    k2, s2, d2 = _as_2d(kernel, 1), _as_2d(strides, 1), _as_2d(dilations, 1)
+
+    def pool(t, k, s, p):
+        return ops.max_pool2d(t, k, s, p, dilation=d2, ceil_mode=ceil)
+    low = float("-inf") if x.dtype.is_float else float(np.iinfo(x.dtype.np).min)
+    return _pool2d(ctx, pool, x, nsp, kernel, strides, dilations, begin, end,
+                   big_pad=lambda t, p: pool(_explicit_pad(t, p, low), k2, s2, 0))
 
 
 @onnx_op("AveragePool", min_opset=7)
@@ -279,10 +296,22 @@ def _avg_pool(ctx: NodeContext):
     x, nsp, kernel, strides, dilations, begin, end, ceil = _pool_setup(ctx)
     include = bool(ctx.attr("count_include_pad", 0))
 
-    def avg(t, k, s, p):
+    def avg(t, k, s, p, inc=include):
         # The builder has no dilation (torch has none); the op and its kernels do.
-        return make_op1(OpKind.AVG_POOL2D, [t], Pool2dAttrs(k, s, p, _as_2d(dilations, 1), ceil, include))
-    return _pool2d(ctx, avg, x, nsp, kernel, strides, dilations, begin, end)
+        return make_op1(OpKind.AVG_POOL2D, [t], Pool2dAttrs(k, s, p, _as_2d(dilations, 1), ceil, inc))
+
+    def big_pad(t, p):
+        k2, s2 = _as_2d(kernel, 1), _as_2d(strides, 1)
+        total = avg(_explicit_pad(t, p, 0.0), k2, s2, (0, 0, 0, 0), True)
+        if include:
+            return total
+        # Divide by the real taps per window: the same average over a zero-padded mask of ones.
+        h, w = t.shape[1], t.shape[2]
+        if not (h.is_static and w.is_static):
+            raise ctx.unsupported("large pads with count_include_pad=0 over dynamic spatial dims")
+        ones = like(np.ones((1, h.value, w.value, 1), np.float32), t)
+        return ops.div(total, avg(_explicit_pad(ones, p, 0.0), k2, s2, (0, 0, 0, 0), True))
+    return _pool2d(ctx, avg, x, nsp, kernel, strides, dilations, begin, end, big_pad=big_pad)
 
 
 @onnx_op("LpPool", min_opset=11)
@@ -302,7 +331,9 @@ def _lp_pool(ctx: NodeContext):
     def sum_pool(t, k, s, pad):
         a = make_op1(OpKind.AVG_POOL2D, [t], Pool2dAttrs(k, s, pad, _as_2d(dilations, 1), ceil, True))
         return ops.mul(a, like(np.float32(k[0] * k[1]), t))
-    y = _pool2d(ctx, sum_pool, xp, nsp, kernel, strides, dilations, begin, end)
+    k2, s2 = _as_2d(kernel, 1), _as_2d(strides, 1)
+    y = _pool2d(ctx, sum_pool, xp, nsp, kernel, strides, dilations, begin, end,
+                big_pad=lambda t, p: sum_pool(_explicit_pad(t, p, 0.0), k2, s2, (0, 0, 0, 0)))
     return y if p == 1 else ops.sqrt(y) if p == 2 else ops.pow(y, like(np.float32(1.0 / p), x))
 
 
@@ -431,4 +462,4 @@ def _hardmax(ctx: NodeContext):
 
 
 # Registers the converters of the other NN families.
-from . import ops_einsum, ops_norm, ops_resize  # noqa: E402,F401
+from . import ops_attention, ops_einsum, ops_loss, ops_norm, ops_resize  # noqa: E402,F401

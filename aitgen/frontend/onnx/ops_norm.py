@@ -64,13 +64,23 @@ def _batchnorm(ctx: NodeContext):
     x = float_input(ctx, 0, "X")
     if x.ndim < 2:
         raise ctx.malformed(f"X must be [N, C, ...], got rank {x.ndim}")
-    if ctx.attr("training_mode", 0):
-        raise ctx.unsupported("training_mode=1 (batch statistics, running-mean outputs) is not supported")
-    if any(ctx.node.output[1:]):
-        raise ctx.unsupported("the running mean/var outputs exist only in training mode")
     params = [_param(ctx, i, x, w) for i, w in ((1, "scale"), (2, "B"), (3, "input_mean"), (4, "input_var"))]
     _check_channels(ctx, x, params, "scale, B, mean and var")
-    return _channel_first(ops.batchnorm(_channel_last(x), *params, eps=_eps(ctx)))
+    xl = _channel_last(x)
+    if not ctx.attr("training_mode", 0):
+        if any(ctx.node.output[1:]):
+            raise ctx.malformed("the running mean/var outputs exist only in training mode")
+        return _channel_first(ops.batchnorm(xl, *params, eps=_eps(ctx)))
+    # Training mode: normalise with this batch's statistics (population variance) and return the
+    # running statistics updated with `momentum`, as ONNX defines them.
+    axes = list(range(xl.ndim - 1))
+    mean, var = ops.reduce_mean(xl, axes), ops.reduce_var(xl, axes)
+    y = _channel_first(ops.batchnorm(xl, params[0], params[1], mean, var, eps=_eps(ctx)))
+    m = float(ctx.attr("momentum", 0.9))
+    keep, new = like(np.float32(m), x), like(np.float32(1 - m), x)
+    run_mean = ops.add(ops.mul(params[2], keep), ops.mul(mean, new))
+    run_var = ops.add(ops.mul(params[3], keep), ops.mul(var, new))
+    return [y, run_mean, run_var]
 
 
 @onnx_op("InstanceNormalization", min_opset=6)

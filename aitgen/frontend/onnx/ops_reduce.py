@@ -72,12 +72,19 @@ def _drop(y: Tensor, axes: list[int], keep: bool) -> Tensor:
 @onnx_op(*_SIMPLE, *_DECOMPOSED, min_opset=1)
 def _reduce(ctx: NodeContext):
     x = ctx.input(0, "data")
-    if x.dtype == DType.bool:
-        raise ctx.unsupported("a reduction over bool")
     keep = bool(ctx.attr("keepdims", 1))
     axes = _axes(ctx, x)
     if axes is None:
         return x
+    if x.dtype == DType.bool:
+        # max over bools is any(), min is all(): exact on 0/1 integers.
+        if ctx.op_type not in ("ReduceMax", "ReduceMin"):
+            raise ctx.unsupported(f"{ctx.op_type} over bool")
+        if any(x.shape[a].is_static and x.shape[a].value == 0 for a in axes):
+            shape = [1 if i in axes else d.value for i, d in enumerate(x.shape) if keep or i not in axes]
+            return ctx.constant_value(np.full(shape, ctx.op_type == "ReduceMin", dtype=bool))
+        y = _SIMPLE[ctx.op_type](ops.cast(x, DType.int32), axes, keepdims=keep)
+        return ops.cast(y, DType.bool)
     if any(x.shape[a].is_static and x.shape[a].value == 0 for a in axes):
         return _empty_result(ctx, x, axes, keep)
     kind = ctx.op_type

@@ -9,6 +9,7 @@ naming it, instead of producing a wrong number later.
 from __future__ import annotations
 
 import operator
+import re
 from typing import Any, Mapping, Optional, Sequence
 
 import numpy as np
@@ -17,7 +18,7 @@ from torch.export.graph_signature import InputKind, OutputKind, TensorArgument
 from torch.utils import _pytree as pytree
 
 from ...errors import AitgenError, DTypeError, ShapeError, UnsupportedOpError
-from ...ir.dims import Dim, IntImm
+from ...ir.dims import Dim, IntImm, IntVar
 from ...ir.dtype import DType
 from ...ir.graph import topo_order
 from ...ir.tensor import Tensor, constant
@@ -143,9 +144,8 @@ class Importer:
                 dims = []
                 for axis, d in enumerate(fake.shape):
                     expr = getattr(getattr(d, "node", None), "expr", None)
-                    if expr is not None and getattr(expr, "is_Symbol", False):
-                        name = self._debug_names.get((spec.arg.name, axis), f"{spec.arg.name}_{axis}")
-                        self.sym.declare(expr, name)
+                    for sym in sorted(getattr(expr, "free_symbols", ()), key=str):
+                        self.sym.declare(sym, self._dim_name(spec.arg.name, axis, expr))
                     dims.append(self.sym.dim(d))
                 t = Tensor(dims, ir_dtype(fake.dtype, f"torch input '{spec.arg.name}'"), name=spec.arg.name)
                 inputs[spec.arg.name] = t
@@ -153,12 +153,34 @@ class Importer:
             else:
                 raise UnsupportedOpError(f"torch input '{spec.arg.name}' of kind {spec.kind.name} is not "
                                          "supported (inference graphs take tensors, parameters and buffers)")
+        self._check_bindable(inputs)
         unused = self.sym.unused_bounds()
         if unused:
             known = sorted(v.name for v in self.sym.vars.values())
             raise ShapeError(f"dim_bounds names {unused}, which are not dynamic dims of this program "
                              f"(its dynamic dims: {known})")
         return inputs
+
+    def _check_bindable(self, inputs: dict[str, Tensor]) -> None:
+        """A compiled model learns each dynamic size from an input dim that is exactly that size."""
+        bare = {id(d) for t in inputs.values() for d in t.shape if isinstance(d, IntVar)}
+        for name, t in inputs.items():
+            for axis, d in enumerate(t.shape):
+                missing = [v.name for v in d.vars() if id(v) not in bare]
+                if missing:
+                    raise UnsupportedOpError(
+                        f"torch input '{name}' dim {axis} is {d}: aitgen binds a dynamic size only from "
+                        f"an input dim that is exactly that size, and no input dim is {missing[0]} "
+                        "(export with a Dim for this dim itself, not a derived one)")
+
+    def _dim_name(self, inp: str, axis: int, expr) -> str:
+        """The Dim's name for the symbol of input `inp`'s axis: "batch", or "h" for a size 2*h."""
+        debug = self._debug_names.get((inp, axis))
+        if debug is not None:
+            idents = set(re.findall(r"[A-Za-z_]\w*", debug))
+            if len(idents) == 1 and len(expr.free_symbols) == 1:
+                return idents.pop()
+        return f"{inp}_{axis}"
 
     # -- nodes ---------------------------------------------------------------------------------
     def _resolve(self, x, node: torch.fx.Node):

@@ -43,11 +43,15 @@ def scalar(cx, x):
 def operands(cx, xs, dtype: Optional[DType], keep_bool: tuple[int, ...] = ()) -> tuple[list, Perm]:
     """Operands of an element-wise op in one common layout, tensors cast to `dtype`.
 
-    The layout is that of the first full-rank operand stored permuted (None: torch's order).
+    The layout is that of the first full-rank operand that is not a constant (None: torch's order).
     Python scalars stay scalars; the builders turn them into constants of the other operand's
     dtype. Positions in keep_bool (where's condition) are not cast."""
     rank = len(cx.out_fake().shape)
-    perm = next((x.perm for x in xs if isinstance(x, Value) and x.ndim == rank and x.perm is not None), None)
+    # The layout of the first full-rank computed operand (a constant can be transposed for free),
+    # so add(x, y) costs at most one permute, of y, and none when y is stored like x.
+    full = [x for x in xs if isinstance(x, Value) and x.ndim == rank]
+    lead = next((x for x in full if not x.t.is_constant), full[0] if full else None)
+    perm = lead.perm if lead is not None else None
     out = []
     for i, x in enumerate(xs):
         if isinstance(x, Value):
@@ -81,6 +85,7 @@ def operands(cx, xs, dtype: Optional[DType], keep_bool: tuple[int, ...] = ()) ->
 def promoted(cx, *args: str) -> DType:
     """torch's result type of the named arguments (comparisons compute in it, then return bool)."""
     import torch
+
     from ._importer import ir_dtype
     vals = [cx.fake(a) for a in args]
     dt = vals[0].dtype if len(vals) == 1 else torch.result_type(*vals)

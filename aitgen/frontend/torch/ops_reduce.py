@@ -196,30 +196,48 @@ def _addmm(cx, a):
     return y
 
 
-def _unmerged(t):
-    """(input, batch dims) when t is a reshape [*B, M, K] -> [prod(B), M, K], else None."""
-    p = t.producer
-    if p is None or p.kind is not OpKind.RESHAPE:
-        return None
-    x = p.inputs[0]
-    if x.ndim < 4 or t.ndim != 3 or x.shape[-2:] != t.shape[-2:] or prod(x.shape[:-2]) != t.shape[0]:
-        return None
-    return x, x.shape[:-2]
+_VIEWS = ("view", "_unsafe_view", "reshape")
 
 
-def _bmm(cx, x: Value, y: Value):
-    swap = tuple(range(x.ndim - 2)) + (x.ndim - 1, x.ndim - 2)
-    a, ta = _mat(x, swap)
-    b, tb = _mat(y, swap)
-    a, b = a if ta else cx.tensor(x), b if tb else cx.tensor(y)
+def _unmerged(cx, node, v: Value):
+    """The Value [*B, M, K] that torch viewed as v = [prod(B), M, K] on the way into a bmm (through
+    clones and no-op expands), or None."""
+    import torch
+
+    env = cx.imp.env
+    while isinstance(node, torch.fx.Node) and isinstance(node.target, torch._ops.OpOverload) and node.args:
+        src = node.args[0]
+        if not isinstance(src, torch.fx.Node):
+            return None
+        if node.target._opname in _VIEWS:
+            u = env.get(src)
+            if isinstance(u, Value) and u.ndim >= 4 and u.shape[-2:] == v.shape[-2:] and \
+                    prod(u.shape[:-2]) == v.shape[0]:
+                return u
+            return None
+        if env.get(src) is not env.get(node):  # not an identity (clone, alias, expand to itself)
+            return None
+        node = src
+    return None
+
+
+def _bmm(cx, x: Value, y: Value, names=("self", "mat2")):
     # torch decomposes a 4-D matmul into views to [B*H, M, K], a bmm and a view back; the IR's bmm
     # takes the batch dims as they are, so the views go (and fuse_attention sees q @ kT directly)
-    ua, ub = _unmerged(a), _unmerged(b)
-    if ua is not None and ub is not None and len(ua[1]) == len(ub[1]) and \
-            all(i == j for i, j in zip(ua[1], ub[1])):
-        y4 = ops.bmm(ua[0], ub[0], trans_a=ta, trans_b=tb)
-        return ops.reshape(y4, [a.shape[0]] + list(y4.shape[-2:]))
-    return ops.bmm(a, b, trans_a=ta, trans_b=tb)
+    x4, y4 = _unmerged(cx, cx.raw[names[0]], x), _unmerged(cx, cx.raw[names[1]], y)
+    four = x4 is not None and y4 is not None and x4.shape[:-2] == y4.shape[:-2]
+    xs, ys = (x4, y4) if four else (x, y)
+    swap = tuple(range(xs.ndim - 2)) + (xs.ndim - 1, xs.ndim - 2)
+    a, ta = _mat(xs, swap)
+    b, tb = _mat(ys, swap)
+    a, b = a if ta else cx.tensor(xs), b if tb else cx.tensor(ys)
+    src = b.producer.inputs[0] if b.producer is not None and b.producer.kind is OpKind.EXPAND else None
+    if not (four or ta or tb) and src is not None and all(d == 1 for d in src.shape[:-2]):
+        # x @ w.t() on a 3-D x decomposes to bmm(x, expand(w.t())): one weight for every batch is a gemm
+        w = src if src.ndim == 2 else ops.reshape(src, list(src.shape[-2:]))
+        return ops.gemm(a, w, layout="rrr")
+    out = ops.bmm(a, b, trans_a=ta, trans_b=tb)
+    return ops.reshape(out, [x.shape[0]] + list(out.shape[-2:])) if four else out
 
 
 @aten("bmm.default")
@@ -229,7 +247,7 @@ def _bmm_conv(cx, a):
 
 @aten("baddbmm.default")
 def _baddbmm(cx, a):
-    y = _bmm(cx, a["batch1"], a["batch2"])
+    y = _bmm(cx, a["batch1"], a["batch2"], ("batch1", "batch2"))
     if a["alpha"] != 1:
         y = ops.mul(y, a["alpha"])
     if a["beta"] != 0:

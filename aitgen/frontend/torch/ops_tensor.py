@@ -13,8 +13,8 @@ import numpy as np
 
 from ... import ops
 from ...ir.dims import Dim, IntImm
-from ...ir.op import OpKind
 from ...ir.dtype import DType
+from ...ir.op import OpKind
 from ._value import Value, compose, norm_perm
 from .ops_elementwise import scalar
 from .registry import aten
@@ -117,7 +117,8 @@ def _view_in_layout(v: Value, target: list[Dim]):
 @aten("unsqueeze.default")
 def _unsqueeze(cx, a):
     v = a["self"]
-    return ops.unsqueeze(cx.tensor(v), int(a["dim"]) % (v.ndim + 1))
+    kept = _view_in_layout(v, cx.dims(cx.out_fake().shape)) if v.perm is not None else None
+    return kept if kept is not None else ops.unsqueeze(cx.tensor(v), int(a["dim"]) % (v.ndim + 1))
 
 
 @aten("squeeze.dim", "squeeze.dims", "squeeze.default")
@@ -129,7 +130,10 @@ def _squeeze(cx, a):
     dims = [dims] if isinstance(dims, int) else dims
     # torch leaves a dim that is not 1 in place (no error); a dynamic dim is never squeezed
     drop = [d % max(v.ndim, 1) for d in dims if v.ndim and v.shape[d % v.ndim] == 1]
-    return ops.squeeze(cx.tensor(v), drop) if drop else v
+    if not drop:
+        return v
+    kept = _view_in_layout(v, cx.dims(cx.out_fake().shape)) if v.perm is not None else None
+    return kept if kept is not None else ops.squeeze(cx.tensor(v), drop)
 
 
 @aten("expand.default", "expand_copy.default")
@@ -167,7 +171,8 @@ def _split(cx, a):
         sizes = [IntImm(min(step, n.value - i)) for i in range(0, n.value, step)] or [IntImm(0)]
     if len(sizes) == 1:
         return (v,)
-    return tuple(ops.split(cx.tensor(v), sizes, axis=dim))
+    ax = dim if v.perm is None else v.perm.index(dim)  # split the stored axis: the layout stays
+    return tuple(Value(t, v.perm) for t in ops.split(v.t, sizes, axis=ax))
 
 
 @aten("unbind.int")
@@ -197,13 +202,13 @@ def _slice(cx, a):
         end = None
     if (start in (None, 0)) and (end is None or (isinstance(end, Dim) and end == n)) and step == 1:
         return v  # the whole dim
-    x = cx.tensor(v)
+    ax = dim if v.perm is None else v.perm.index(dim)  # slice the stored axis: the layout stays
     if isinstance(end, Dim) and n.is_static or isinstance(start, Dim):
         if isinstance(start, Dim):
             cx.fail(f"a slice starting at the dynamic position {start}")
-        return ops.slice(x, [start or 0], [end], [dim], [step])
-    idx = (builtins.slice(None),) * dim + (builtins.slice(start, end, step),)
-    return ops.getitem(x, idx)
+        return Value(ops.slice(v.t, [start or 0], [end], [ax], [step]), v.perm)
+    idx = (builtins.slice(None),) * ax + (builtins.slice(start, end, step),)
+    return Value(ops.getitem(v.t, idx), v.perm)
 
 
 @aten("select.int", "select_copy.int")
@@ -214,6 +219,10 @@ def _select(cx, a):
         if not index.is_static:
             cx.fail(f"select at the dynamic index {index}")
         index = index.value
+    if v.perm is not None:  # pick from the stored axis; the other dims keep their stored order
+        ax = v.perm.index(dim)
+        rest = [p - (p > dim) for p in v.perm if p != dim]
+        return Value(ops.getitem(v.t, (builtins.slice(None),) * ax + (int(index),)), norm_perm(rest))
     return ops.getitem(cx.tensor(v), (builtins.slice(None),) * dim + (int(index),))
 
 

@@ -70,4 +70,4 @@ def supported_ops() -> list[str]:
 
 
 def _load() -> None:
-    from . import ops_elementwise, ops_nn, ops_tensor, ops_reduce  # noqa: F401 - registers
+    from . import ops_elementwise, ops_nn, ops_reduce, ops_tensor  # noqa: F401 - registers

@@ -92,13 +92,24 @@ void finish_epilogue(Entry& e, const Epilogue& ep, const int64_t* d, dt t, Make&
   finish(e, plain);
 }
 
+// The primitive's destination: the output's own descriptor, or, where the output is a strided slice
+// of a larger tensor, a dense one that the kernel then copies there (Entry::staged).
+void stage_dst(Entry& e, const dnnl::memory::desc& md) {
+  e.dst = md;
+  if (!fills(md)) {
+    e.staged = true;
+    e.dst_store = md;
+    e.dst = dense_like(md);
+  }
+}
+
 std::shared_ptr<Entry> make_matmul(const MatmulConfig& cfg, const int64_t* d) {
   const int r = cfg.rank;
   const dt t = compute_type(cfg.storage, cfg.convert);
   auto e = std::make_shared<Entry>();
   e->src = strided_md(r, d, d + r, t);
   e->wei = strided_md(r, d + 2 * r, d + 3 * r, t);
-  e->dst = strided_md(r, d + 4 * r, d + 5 * r, t);
+  stage_dst(*e, strided_md(r, d + 4 * r, d + 5 * r, t));
   // A constant weight goes into the layout the primitive picks; one computed at run time is read
   // where it lies (the brgemm matmul copies its panels as it goes).
   const dnnl::memory::desc wei =
@@ -122,7 +133,7 @@ std::shared_ptr<Entry> make_conv(const ConvConfig& cfg, const int64_t* d) {
   auto e = std::make_shared<Entry>();
   e->src = strided_md(4, d, d + 4, t);
   e->wei = strided_md(wr, w, w + wr, t);
-  e->dst = strided_md(4, o, o + 4, t);
+  stage_dst(*e, strided_md(4, o, o + 4, t));
   // Always `any`: with plain OHWI weights oneDNN falls back to its reference convolution. A
   // constant weight is packed once, one computed at run time is reordered on every call.
   const dnnl::memory::desc wei(e->wei.get_dims(), t, dnnl::memory::format_tag::any);
@@ -161,9 +172,8 @@ void dispatch(KernelState* st, bool prepack, int nkey, const Epilogue& ep, void*
   const T* bias = has_bias ? static_cast<const T*>(p[3]) : nullptr;
   const int64_t out_elems = numel(out_rank, out_sizes);
   if (out_elems == 0) return;
-  if (empty) {
-    const int64_t c = out_sizes[channel_axis];
-    fill_bias(out, bias, out_elems / c, c);
+  if (empty) {  // out_sizes is followed by the output's strides (a descriptor's dims)
+    fill_bias(out, bias, out_rank, out_sizes, out_sizes + out_rank, channel_axis);
     if (ep.loop) ep.loop(p, d);
     return;
   }

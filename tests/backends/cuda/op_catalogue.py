@@ -273,3 +273,29 @@ def build_all(dtype: str, fusion: bool, supported: set[OpKind], seed: int = 0) -
         feeds.update(f)
         owners[case.name] = list(o)
     return outs, feeds, owners
+
+
+if __name__ == "__main__":
+    # Pre-flight before spending GPU time: build (no GPU needed) the catalogue as the gpu tier will.
+    #   python tests/backends/cuda/op_catalogue.py sm_90a float32 float16 bfloat16 [--jobs 2]
+    import argparse
+    import json
+    import time
+
+    from aitgen.codegen.lower import supported_kinds
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("arch")
+    ap.add_argument("dtypes", nargs="+")
+    ap.add_argument("--jobs", type=int, default=None)
+    ap.add_argument("--workdir", default="/tmp/aitgen_op_catalogue")
+    args = ap.parse_args()
+    for dtype in args.dtypes:
+        for fusion in (False, True):
+            outs, _, owners = build_all(dtype, fusion, supported_kinds("cuda"))
+            t0 = time.perf_counter()
+            work = ag.compile_model(outs, target="cuda", arch=args.arch, fusion=fusion, load=False, jobs=args.jobs,
+                                    workdir=f"{args.workdir}/{args.arch}_{dtype}_{int(fusion)}")
+            r = json.loads((work / "report.json").read_text())
+            print(f"{args.arch} {dtype} fusion={fusion}: {len(owners)} cases, {r['unique_kernels']} kernels, "
+                  f"{r['cache_misses']} compiled, {time.perf_counter() - t0:.0f} s")

@@ -63,6 +63,18 @@ def bert_ffn(dt="float16", m=None):
     return {"y": ops.gelu(ops.linear(x, _const((512, 256), dt, rng), _const((512,), dt, rng))) + r}
 
 
+def every_load(dt="float16", m=None):
+    """One GEMM epilogue that reads each kind of operand: bias (row), a per-row scale (col), a
+    scalar, and two residuals (aux; on sm_90a the first is the TMA-fetched C)."""
+    rng = np.random.default_rng(1)
+    m = m if m is not None else ag.IntVar("tokens", 256, 512)
+    x = ag.Tensor([m, 256], dtype=dt, name="x")
+    col = ag.Tensor([m, 1], dtype=dt, name="col")
+    r1, r2 = (ag.Tensor([m, 512], dtype=dt, name=n) for n in ("r1", "r2"))
+    y = ops.gelu(ops.linear(x, _const((512, 256), dt, rng), _const((512,), dt, rng)))
+    return {"y": (y * col * 0.5 + r1) * r2}
+
+
 def gemm_calls(calls):
     return [c for c in calls if "gemm" in c.spec.template or "conv" in c.spec.template]
 
@@ -230,10 +242,12 @@ def test_sm80_gemm_bias_gelu_residual_compiles(cuda_toolchain, tmp_path):
 
 
 @pytest.mark.cuda_compile
-def test_sm90a_gemm_bias_gelu_residual_compiles(cuda_toolchain, tmp_path):
-    spec = _heuristic_call(bert_ffn(m=ag.IntVar("tokens", 256, 512)), "sm_90a")
-    assert spec.template.endswith("gemm_sm90.cu.j2") and len(spec.param_dict()["configs"]) == 1
-    nvcc(render(spec.template, func=spec.func, **spec.param_dict()), tmp_path, "sm_90a", "gemm_sm90a")
+def test_sm90a_gemm_every_load_compiles(cuda_toolchain, tmp_path):
+    spec = _heuristic_call(every_load(), "sm_90a")
+    p = spec.param_dict()
+    assert spec.template.endswith("gemm_sm90.cu.j2") and len(p["configs"]) == 1
+    assert sorted(ld["kind"] for ld in p["loads"]) == ["aux", "aux", "col", "row", "scalar"] and p["src"] >= 0
+    nvcc(render(spec.template, func=spec.func, **p), tmp_path, "sm_90a", "gemm_sm90a")
 
 
 @pytest.mark.cuda_compile
@@ -251,7 +265,7 @@ def test_bmm_conv_grouped_and_fallbacks_compile(cuda_toolchain, tmp_path):
     towers = {f"tw{i}": ops.relu(ops.linear(t, _const((48, t.shape[1].value), "float16", rng),
                                             _const((48,), "float16", rng))) for i, t in enumerate((t0, t1))}
     f32 = ag.Tensor([20, 30], dtype="float32", name="f32")
-    outs = {"scores": ops.bmm(q, k, trans_b=True) * 0.125 + mask, "conv": conv, "dw": dw,
+    outs = {"scores": ops.bmm(q, k, trans_b=True) * 0.125 + mask, "conv": conv, "dw": dw, **every_load(m=64),
             "simt": ops.sigmoid(ops.gemm(f32, _const((30, 10), "float32", rng))), **towers}
     _, calls = lower(outs, "sm_80")
     kinds = {c.spec.template.split("/")[-1] for c in calls}

@@ -15,7 +15,11 @@ from torch.export import Dim  # noqa: E402
 
 import aitgen as ag  # noqa: E402
 from aitgen.errors import DTypeError, ImportError_, ShapeError, UnsupportedOpError  # noqa: E402
-from aitgen.frontend.torch import DEFAULT_DIM_BOUND, from_exported_program, import_module  # noqa: E402
+from aitgen.frontend.torch import (  # noqa: E402
+    DEFAULT_DIM_BOUND,
+    from_exported_program,
+    import_module,
+)
 
 pytestmark = [pytest.mark.torch, pytest.mark.filterwarnings("ignore::FutureWarning")]
 
@@ -150,3 +154,52 @@ def test_derived_dims_become_expressions():
     x = np.random.default_rng(0).standard_normal((7, 4)).astype(np.float32)
     got = ag.reference.run(outputs, {"x": x})
     np.testing.assert_array_equal(got["output_0"], np.concatenate([x, x])[1:])
+
+
+def test_undecomposed_program_attention_linear_matmul():
+    """Without run_decompositions the program keeps scaled_dot_product_attention, linear and
+    matmul; those map to aitgen's attention, gemm and bmm directly."""
+    class Attn(nn.Module):
+        def forward(self, q, k, v, keep):
+            return (F.scaled_dot_product_attention(q, k, v, attn_mask=keep),
+                    F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=0.25),
+                    F.linear(q, k[0, 0]), q @ v.transpose(-1, -2))
+
+    g = torch.Generator().manual_seed(0)
+    args = (torch.randn(2, 2, 4, 8, generator=g), torch.randn(2, 2, 6, 8, generator=g),
+            torch.randn(2, 2, 6, 8, generator=g), torch.randn(4, 6, generator=g) > 0)
+    ep = torch.export.export(Attn(), args)
+    inputs, outputs = from_exported_program(ep, decompose=False)
+    assert ag.Graph.from_outputs(outputs).op_counts()["attention"] == 2
+    got = ag.reference.run(outputs, {k: a.numpy() for k, a in zip(inputs, args)})
+    for (k, v), w in zip(got.items(), Attn()(*args)):
+        np.testing.assert_allclose(v, w.numpy(), rtol=1e-4, atol=1e-5, err_msg=k)
+
+
+def test_dynamic_image_size_and_derived_input_dim():
+    """Dynamic H and W through strided convs and pooling (floor divisions of the IntVars); an input
+    dim given as a derived Dim (2*h) has no input dim to bind h from, which is a clear error."""
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.c = nn.Conv2d(3, 8, 3, stride=2, padding=1)
+            self.d = nn.Conv2d(8, 8, 3, padding=1)
+
+        def forward(self, x):
+            y = F.relu(self.c(x))
+            return F.max_pool2d(y + self.d(y), 3, 2, 1)
+
+    net = Net().eval()
+    dyn = {"x": {2: Dim("h", min=8, max=40), 3: Dim("w", min=8, max=40)}}
+    inputs, outputs = import_module(net, (torch.randn(2, 3, 17, 20),), dynamic_shapes=dyn)
+    h, w = inputs["x"].shape[2:]
+    assert (h.name, h.lb, h.ub, w.name) == ("h", 8, 40, "w")
+    for shape in ((2, 3, 8, 33), (2, 3, 40, 9)):
+        x = torch.randn(*shape)
+        with torch.no_grad():
+            want = net(x).numpy()
+        got = ag.reference.run(outputs, {"x": x.numpy()})["output"]
+        assert got.shape == want.shape
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+    with pytest.raises(UnsupportedOpError, match="dim 2 is 2\\*h"):
+        import_module(net, (torch.randn(2, 3, 16, 20),), dynamic_shapes={"x": {2: 2 * Dim("h", min=4, max=20)}})

@@ -4,8 +4,6 @@ float32 outputs (rtol 1e-4, atol 1e-5). Dynamic batch/seq (torch.export.Dim) run
 one build. Full-size ResNet-50 and BERT-base are in the slow tier."""
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pytest
 
@@ -17,7 +15,7 @@ from aitgen import models  # noqa: E402
 from aitgen.frontend.torch import import_module  # noqa: E402
 from aitgen.models import torch_refs  # noqa: E402
 
-pytestmark = pytest.mark.torch
+pytestmark = [pytest.mark.torch, pytest.mark.filterwarnings("ignore::FutureWarning")]
 RTOL, ATOL = 1e-4, 1e-5
 
 SMALL = {
@@ -75,19 +73,27 @@ def test_small_twin_imports_and_matches_torch(tmp_path, name):
     # Parameters keep their state_dict names, so Model.set_constants speaks torch's names.
     consts = {t.name for t in ag.Graph.from_outputs(outputs).constants if t.name}
     assert {k for k, _ in ref.named_parameters()} & consts
+    same_ops_as_native(name, outputs, SMALL[name], batch=2)
 
 
-def test_resnet_import_has_one_permute_and_native_kernel_count(tmp_path):
-    """NCHW -> NHWC once at the input; the build has the kernels of the zoo's own NHWC model plus
-    that one transpose."""
-    cfg = SMALL["resnet50"]
-    _, outputs = import_module(twin("resnet50", cfg), example("resnet50", batch=2))
-    assert ag.Graph.from_outputs(outputs).op_counts()["permute"] == 1
+def same_ops_as_native(name: str, outputs: dict, cfg: dict, batch: int) -> None:
+    """After the pass pipeline the import has the ops of the zoo's own (NHWC) model: conv layouts
+    need one permute at an image input and none inside; attention written out as bmm/softmax by
+    torch's decomposition is recognised as attention; Linear layers are gemms with a fused bias.
+    Only reshapes (views: no kernel, no copy) may differ in number."""
+    _, native = models.get(name, batch=batch, **cfg)
+    got, want = ag.passes.optimize(outputs).op_counts(), ag.passes.optimize(native).op_counts()
+    got.pop("reshape", None), want.pop("reshape", None)
+    if ARGS[name] == ("x",):
+        want["permute"] = want.get("permute", 0) + 1  # NCHW -> NHWC at the input
+    assert got == want
+
+
+def test_resnet_weights_are_ohwi_and_named():
+    _, outputs = import_module(twin("resnet50", SMALL["resnet50"]), example("resnet50", batch=2))
     consts = {t.name: t for t in ag.Graph.from_outputs(outputs).constants if t.name}
     assert consts["conv1.weight"].shape == (8, 7, 7, 3)  # OHWI, transposed at import
-    after = ag.passes.optimize(outputs).op_counts()
-    _, native = models.get("resnet50", batch=2, **cfg)
-    assert after == {**ag.passes.optimize(native).op_counts(), "permute": 1}
+    assert consts["layer1.0.bn1.running_var"].shape == (8,)
 
 
 @pytest.mark.parametrize("name", ["bert_base", "gpt2"])
@@ -133,7 +139,4 @@ def test_full_size_import_matches_torch(tmp_path, name):
     feeds = {k: a.numpy() for k, a in zip(inputs, args)}
     # float32 over 50 convs / 12 layers: the sums run in another order than torch's
     check(model.run(feeds), torch_outputs(ref, args), f"{name} full size", rtol=1e-3, atol=1e-4)
-    report = json.loads((tmp_path / name / "report.json").read_text())
-    _, native = models.get(name, batch=1)
-    native_kernels = len(ag.passes.optimize(native).ops)
-    assert report["num_kernels"] <= native_kernels + 1, (report["num_kernels"], native_kernels)
+    same_ops_as_native(name, outputs, {}, batch=1)

@@ -118,7 +118,7 @@ class Convs(nn.Module):
                 F.max_pool2d(y, 3, 2, 1), F.max_pool2d(y, 2, ceil_mode=True), F.avg_pool2d(y, 3, 2, 1, count_include_pad=False),
                 F.adaptive_avg_pool2d(y, 1).flatten(1), F.adaptive_avg_pool2d(y, 2), F.adaptive_max_pool2d(y, 1),
                 self.gn(z), self.ln(z), F.interpolate(h, scale_factor=2), e, self.bn1d(e), y.flatten(1),
-                F.pad(y, (1, 1, 2, 0), mode="reflect"))
+                F.pad(y, (1, 1, 2, 0), mode="reflect"), y[:, 2:6] * 2, y.chunk(2, 1)[1] + 1)
 
 
 class Attention(nn.Module):

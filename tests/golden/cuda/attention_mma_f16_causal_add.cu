@@ -52,7 +52,7 @@ __device__ __forceinline__ void load_tile(T* s, const T* g, int64_t rs, int64_t 
 __global__ void __launch_bounds__(THREADS)
 attention_kernel(const Args a, const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
                  T* __restrict__ o, const M* __restrict__ mask, bool vec) {
-  extern __shared__ __align__(128) unsigned char smem[];
+  AIT_ATTN_SMEM(smem);
   T* const sq = reinterpret_cast<T*>(smem);  // the query tile, later the output staging tile
   T* const skv = sq + BM * HD;               // stage s: keys at skv + 2s BN HD, values after them
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -62,11 +62,11 @@ attention_kernel(const Args a, const T* __restrict__ q, const T* __restrict__ k,
   const int64_t m0 = (a.nqb - 1 - blockIdx.x % a.nqb) * BM;
   int64_t off[5];
   a.offsets(b, off);
-  const int64_t nq = min(static_cast<int64_t>(BM), a.sq - m0);
+  const int64_t nq = ait::attn::imin(BM, a.sq - m0);
   const T* kp = k + off[1];
   const T* vp = v + off[2];
   // Top-left causal: query i sees keys j <= i, so key tiles past the tile's last query are skipped.
-  const int64_t kend = min(a.sk, m0 + BM);
+  const int64_t kend = ait::attn::imin(a.sk, m0 + BM);
   const int64_t nblk = (kend + BN - 1) / BN;
   // Scores are kept pre-multiplied by log2(e): the softmax uses exp2 (one SFU op per element).
   const float scale_log2 = a.scale * ait::attn::kLog2e;
@@ -75,8 +75,8 @@ attention_kernel(const Args a, const T* __restrict__ q, const T* __restrict__ k,
   // loaded: the rows are zeros, and no copy may still be landing in the staging tile.
   if (nblk > 0) {
     load_tile<BM>(sq, q + off[0] + m0 * a.q_rs, a.q_rs, nq, vec);
-    load_tile<BN>(skv, kp, a.k_rs, min(static_cast<int64_t>(BN), a.sk), vec);
-    load_tile<BN>(skv + BN * HD, vp, a.v_rs, min(static_cast<int64_t>(BN), a.sk), vec);
+    load_tile<BN>(skv, kp, a.k_rs, ait::attn::imin(BN, a.sk), vec);
+    load_tile<BN>(skv + BN * HD, vp, a.v_rs, ait::attn::imin(BN, a.sk), vec);
     ait::attn::cp_async_commit();
   }
 
@@ -87,14 +87,14 @@ attention_kernel(const Args a, const T* __restrict__ q, const T* __restrict__ k,
   float row_sum[2] = {0.0f, 0.0f};            // this thread's share of the running sums
   const int64_t row0 = m0 + warp * 16 + g;    // the rows this thread holds: row0 and row0 + 8
   // Mask rows of row0 and row0 + 8; rows past Sq read the last row (their results are dropped).
-  const M* const mrow[2] = {mask + off[4] + min(row0, a.sq - 1) * a.m_sq,
-                            mask + off[4] + min(row0 + 8, a.sq - 1) * a.m_sq};
+  const M* const mrow[2] = {mask + off[4] + ait::attn::imin(row0, a.sq - 1) * a.m_sq,
+                            mask + off[4] + ait::attn::imin(row0 + 8, a.sq - 1) * a.m_sq};
 
   for (int64_t jb = 0; jb < nblk; ++jb) {
     const int64_t j0 = jb * BN;
     if (jb + 1 < nblk) {  // prefetch tile j + 1 into the other stage (freed by the last barrier)
       T* const nk_s = skv + ((jb + 1) & 1) * 2 * BN * HD;
-      const int64_t rows = min(static_cast<int64_t>(BN), a.sk - j0 - BN);
+      const int64_t rows = ait::attn::imin(BN, a.sk - j0 - BN);
       load_tile<BN>(nk_s, kp + (j0 + BN) * a.k_rs, a.k_rs, rows, vec);
       load_tile<BN>(nk_s + BN * HD, vp + (j0 + BN) * a.v_rs, a.v_rs, rows, vec);
       ait::attn::cp_async_commit();
@@ -126,8 +126,8 @@ attention_kernel(const Args a, const T* __restrict__ q, const T* __restrict__ k,
 
     // Only tiles that reach past the last key or the diagonal need per-element bounds, kept
     // in 32 bits relative to the tile: keys of this tile below nk exist, and key c sees row r when c <= r.
-    const int nk = static_cast<int>(min(static_cast<int64_t>(BN), a.sk - j0));
-    const int diag = static_cast<int>(max(min(row0 - j0, static_cast<int64_t>(BN)), static_cast<int64_t>(-16)));
+    const int nk = static_cast<int>(ait::attn::imin(BN, a.sk - j0));
+    const int diag = static_cast<int>(ait::attn::imax(ait::attn::imin(row0 - j0, BN), -16));
     const bool edge = nk < BN || j0 + BN - 1 > m0 + warp * 16;
     const M* const mb[2] = {mrow[0] + j0, mrow[1] + j0};
 #pragma unroll
@@ -137,7 +137,7 @@ attention_kernel(const Args a, const T* __restrict__ q, const T* __restrict__ k,
         const int c = i * 8 + 2 * t4 + (e & 1);  // key j0 + c, row row0 + 8 * (e >> 1)
         float x = s[i][e] * scale_log2;
         // Keys past Sk read the last key's entry (they are removed below).
-        const M mv = mb[e >> 1][edge ? min(c, nk - 1) : c];
+        const M mv = mb[e >> 1][edge ? (c < nk ? c : nk - 1) : c];
         x += ait::to_f32(mv) * ait::attn::kLog2e;
         if (edge && (c >= nk || c > diag + (e >> 1) * 8)) x = -INFINITY;
         s[i][e] = x;
@@ -206,7 +206,7 @@ attention_kernel(const Args a, const T* __restrict__ q, const T* __restrict__ k,
       *reinterpret_cast<uint32_t*>(sq + swz(r, i) + 2 * t4) =
           ait::attn::pack2<T>(acc[i][2 * h] * inv, acc[i][2 * h + 1] * inv);
   }
-  __syncwarp();
+  ait::attn::warp_sync();
   T* op = o + off[3];
   for (int c = lane; c < 16 * CH; c += 32) {
     const int r = warp * 16 + c / CH, ch = c % CH;
@@ -230,11 +230,8 @@ AIT_KERNEL k_b586b837e4c21bb8(void* const* p, const int64_t* d) {
   if (work > INT32_MAX) ait::cuda::fail(cudaErrorInvalidConfiguration, "attention: more than 2^31 query tiles");
   const bool vec = a.rows_aligned(p);
   const M* mask = static_cast<const M*>(p[4]);
-  // Past 48 KiB of shared memory a kernel must opt in, on each device it runs on (a host-side
-  // call, cheap); the lowering keeps SMEM_BYTES within what every sm_80+ GPU allows.
-  if (SMEM_BYTES > 48 * 1024)
-    ait::cuda::check(cudaFuncSetAttribute(attention_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM_BYTES),
-                     "attention: opting in to shared memory");
+  // The lowering keeps SMEM_BYTES within what every sm_80+ GPU allows.
+  ait::attn::opt_in_smem(attention_kernel, SMEM_BYTES, "attention: opting in to shared memory");
   attention_kernel<<<static_cast<unsigned>(work), THREADS, SMEM_BYTES, ait::cuda::stream()>>>(
       a, static_cast<const T*>(p[1]), static_cast<const T*>(p[2]), static_cast<const T*>(p[3]),
       static_cast<T*>(p[0]), mask, vec);

@@ -13,13 +13,14 @@ from __future__ import annotations
 
 from typing import Optional
 
-from ...cexpr import COMPUTE, STORAGE, load, store
-from ...lower import LowerContext, lowering
-from ...spec import KernelCall, KernelSpec
+from ....errors import UnsupportedOpError
 from ....ir.dims import Dim, prod
 from ....ir.dtype import DType
 from ....ir.op import Op, OpKind
 from ....ops.registry import Category, get_opdef, registered_kinds
+from ...cexpr import COMPUTE, STORAGE, load, store
+from ...lower import LowerContext, lowering
+from ...spec import KernelCall, KernelSpec
 from ..elementwise import access_plan, expr_cpp, single_op_expr
 
 THREADS = 256        # threads per block of the grid-stride kernels
@@ -122,4 +123,9 @@ def lower_elementwise(op: Op, ctx: LowerContext) -> list[KernelCall]:
 
 @lowering("cuda", OpKind.FUSED_ELEMENTWISE)
 def lower_fused_elementwise(op: Op, ctx: LowerContext) -> list[KernelCall]:
+    # Operand views (strided windows of other tensors) are a form only backends that declare the
+    # "operand_views" feature get (lower.supports); this one does not, so none should arrive.
+    if getattr(op.attrs, "operand_views", None):
+        raise UnsupportedOpError(f"fused element-wise op '{op.name}' reads operand views, which the CUDA kernel "
+                                 "does not render")
     return lower_expr_cuda(op.attrs.expr, op.outputs, op.inputs, ctx, op.name or op.kind.value)

@@ -5,17 +5,18 @@
 
 Indices are data that only the device sees. Checking them on the host would cost a copy and a
 synchronisation every run, so the kernel clamps a bad index (it never reads out of bounds) and
-records the first one in the run's device error record (ait::cuda::device_error(), declared in
-cuda_kernel.cuh by the runtime); the container reads that record back when the run ends, where it
-synchronises anyway, and fails the run with AIT_BAD_INPUT (RuntimeInputError in Python), naming this
-op, the index and its position. The outputs of such a run are not defined.
+records the first one (value, flat position, bound, the op's name) in the run's bad-input record
+(ait::cuda::bad_input_record(), which the runtime provides: backends/cuda/src); the container reads
+that record back when the run ends, where it synchronises anyway, and fails the run with
+AIT_BAD_INPUT (RuntimeInputError in Python). The outputs of such a run are not defined. Until the
+runtime defines the record (the template declares it weak), bad indices are clamped unreported.
 """
 from __future__ import annotations
 
-from ...lower import LowerContext, lowering
-from ...spec import KernelSpec
 from ....ir.dims import Dim
 from ....ir.op import OpKind
+from ...lower import LowerContext, lowering
+from ...spec import KernelSpec
 from .. import memory as cpu_memory
 from .elementwise import BLOCKS_PER_SM, PACK_BYTES, THREADS, index_types
 from .memory import UNIT_T

@@ -11,10 +11,10 @@ shared memory, so reads and writes both stay coalesced).
 """
 from __future__ import annotations
 
-from ...lower import LowerContext, lowering
-from ...spec import KernelSpec
 from ....ir.dims import Dim
 from ....ir.op import OpKind
+from ...lower import LowerContext, lowering
+from ...spec import KernelSpec
 from .. import memory as cpu_memory
 from .elementwise import BLOCKS_PER_SM, PACK_BYTES, THREADS, index_types
 

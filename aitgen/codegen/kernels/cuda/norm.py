@@ -12,14 +12,15 @@ follows from the bounds of n; the host code picks by the bound size.
 from __future__ import annotations
 
 from math import ceil
-from ...cexpr import COMPUTE, STORAGE, load
-from ...lower import LowerContext, lowering
-from ...spec import KernelCall, KernelSpec
+
 from ....ir.dims import Dim, prod
 from ....ir.dtype import DType
 from ....ir.op import Op, OpKind
 from ....ir.tensor import Tensor
 from ....ops.prologue import split_prologue
+from ...cexpr import COMPUTE, STORAGE, load
+from ...lower import LowerContext, lowering
+from ...spec import KernelCall, KernelSpec
 from ..norm import c_float, prologue_params
 from .elementwise import BLOCKS_PER_SM, THREADS, pack_elems, static_multiple
 from .reduce import BLOCK_PER_SM, ROW_BLOCK, WARP_ROW_MAX

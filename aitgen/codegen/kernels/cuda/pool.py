@@ -6,10 +6,10 @@ HO, WO are dims, as on the CPU (HO and WO from the op's shape rule, ceil mode in
 """
 from __future__ import annotations
 
+from ....ir.op import Op, OpKind
 from ...cexpr import COMPUTE, STORAGE
 from ...lower import LowerContext, lowering
 from ...spec import KernelCall, KernelSpec
-from ....ir.op import Op, OpKind
 from .elementwise import BLOCKS_PER_SM, THREADS, pack_elems, static_multiple
 from .reduce import reduce_call_cuda
 

@@ -11,14 +11,15 @@ the oracle's fixed-width sum does), variance as Welford states.
 """
 from __future__ import annotations
 
-from ...cexpr import COMPUTE, STORAGE, load, store
-from ...lower import LowerContext, lowering
-from ...spec import KernelCall, KernelSpec
 from ....ir.dims import Dim, prod
 from ....ir.dtype import DType
 from ....ir.op import Op, OpKind
 from ....ir.tensor import Tensor
-from ..reduce import _OPS as REDUCE_OPS, reduce_plan
+from ...cexpr import COMPUTE, STORAGE, load, store
+from ...lower import LowerContext, lowering
+from ...spec import KernelCall, KernelSpec
+from ..reduce import _OPS as REDUCE_OPS
+from ..reduce import reduce_plan
 from .elementwise import BLOCKS_PER_SM, THREADS, pack_elems
 
 WARP_ROW_MAX = 1024   # up to 32 elements per lane: one warp per output

@@ -8,12 +8,12 @@ stable: exp(x - max) / sum, in float32, as the oracle.
 """
 from __future__ import annotations
 
-from ...cexpr import STORAGE
-from ...lower import LowerContext, lowering
-from ...spec import KernelCall, KernelSpec
 from ....ir.dims import IntImm, prod
 from ....ir.op import Op, OpKind
 from ....ops.prologue import split_prologue
+from ...cexpr import STORAGE
+from ...lower import LowerContext, lowering
+from ...spec import KernelCall, KernelSpec
 from .norm import row_geometry, row_params
 
 

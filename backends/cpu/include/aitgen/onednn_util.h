@@ -13,6 +13,7 @@
 
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -21,6 +22,7 @@
 #include <mutex>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <unordered_map>
 #include <vector>
 
@@ -102,12 +104,85 @@ inline void from_f32(const float* src, T* dst, int64_t n) {
   for (int64_t i = 0; i < n; ++i) dst[i] = ait::from_f32<T>(src[i]);
 }
 
-// The output of a product with an empty reduction (K = 0, or C_in = 0): the bias broadcast along the
-// last (channel) axis, else zeros. `rows` * `cols` dense elements.
+// f(offset, index) for every element of a tensor of `rank` sizes laid out at `strides` (elements),
+// in logical order (an odometer: no division per element).
+template <typename F>
+inline void for_each_offset(int rank, const int64_t* sizes, const int64_t* strides, F&& f) {
+  int64_t n = 1;
+  for (int j = 0; j < rank; ++j) n *= sizes[j];
+  int64_t idx[8] = {0};
+  int64_t off = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    f(off, static_cast<const int64_t*>(idx));
+    for (int j = rank - 1; j >= 0; --j) {
+      off += strides[j];
+      if (++idx[j] < sizes[j]) break;
+      off -= strides[j] * sizes[j];
+      idx[j] = 0;
+    }
+  }
+}
+
+// The output of a product with an empty reduction (K = 0, or C_in = 0): the bias along the channel
+// axis, else zeros, at the output's sizes and strides (it may be a strided slice of a larger
+// tensor: a concat's part written in place).
 template <typename T>
-inline void fill_bias(T* out, const T* bias, int64_t rows, int64_t cols) {
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < cols; ++c) out[r * cols + c] = bias ? bias[c] : ait::from_f32<T>(0.0f);
+inline void fill_bias(T* out, const T* bias, int rank, const int64_t* sizes, const int64_t* strides, int channel_axis) {
+  for_each_offset(rank, sizes, strides, [&](int64_t off, const int64_t* idx) {
+    out[off] = bias ? bias[idx[channel_axis]] : ait::from_f32<T>(0.0f);
+  });
+}
+
+// A dense descriptor of md's dims, its dims laid out in the same order as md's (by stride).
+inline dnnl::memory::desc dense_like(const dnnl::memory::desc& md) {
+  const dims_t dims = md.get_dims(), strides = md.get_strides();
+  const int r = static_cast<int>(dims.size());
+  std::vector<int> order(r);
+  for (int j = 0; j < r; ++j) order[j] = j;
+  // Innermost last: a stable sort by descending stride keeps size-1 dims where they were.
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return strides[a] > strides[b]; });
+  dims_t dense(r);
+  int64_t acc = 1;
+  for (int k = r - 1; k >= 0; --k) {
+    dense[order[k]] = acc;
+    acc *= dims[order[k]];
+  }
+  return dnnl::memory::desc(dims, md.get_data_type(), dense);
+}
+
+// Copy a dense result (laid out as `dense`, in the compute type S) to storage T at `store`'s
+// strides: whole rows along the dim both step over with stride 1, rows in parallel.
+template <typename S, typename T>
+inline void store_strided(const S* src, T* dst, const dnnl::memory::desc& dense, const dnnl::memory::desc& store) {
+  const dims_t dims = dense.get_dims(), ds = dense.get_strides(), ss = store.get_strides();
+  const int r = static_cast<int>(dims.size());
+  int in = r - 1;
+  for (int j = 0; j < r; ++j)
+    if (ds[j] == 1 && dims[j] > 1) in = j;
+  const int64_t inner = dims[in], total = numel(r, dims.data());
+  if (total == 0) return;
+  const int64_t rows = total / inner;
+#pragma omp parallel for schedule(static) if (total > 65536)
+  for (int64_t o = 0; o < rows; ++o) {
+    int64_t rem = o, so = 0, dof = 0;
+    for (int j = r - 1; j >= 0; --j) {
+      if (j == in) continue;
+      const int64_t idx = rem % dims[j];
+      rem /= dims[j];
+      so += idx * ss[j];
+      dof += idx * ds[j];
+    }
+    const S* a = src + dof;
+    T* b = dst + so;
+    for (int64_t i = 0; i < inner; ++i) b[i * ss[in]] = ait::from_f32<T>(ait::to_f32(a[i]));
+  }
+}
+
+// Whether a descriptor's elements fill its extent (dense, in any order of dims).
+inline bool fills(const dnnl::memory::desc& md) {
+  int64_t n = 1;
+  for (int64_t d : md.get_dims()) n *= d;
+  return static_cast<size_t>(n) * dnnl::memory::data_type_size(md.get_data_type()) == md.get_size();
 }
 
 // A cheap identity of a weight's contents: 16 words sampled evenly plus the size (at worst 16 cache
@@ -231,6 +306,12 @@ struct BinaryArg {
 struct Entry {
   dnnl::primitive prim;
   dnnl::memory::desc src, wei, bias, dst, wei_packed, scratchpad;
+  // Set when the output is a strided slice of a larger tensor (a concat's part written in place):
+  // oneDNN's fast kernels take no such destination (a strided one sends a convolution to its
+  // reference kernel, a matmul off brgemm), so the primitive writes `dst`, dense, into scratch,
+  // and the kernel copies it to where the output lies (dst_store's strides).
+  bool staged = false;
+  dnnl::memory::desc dst_store;
   bool has_bias = false;
   bool post_ops = false;             // the primitive applies the epilogue (else its loop runs after)
   std::vector<BinaryArg> binaries;   // operands of its binary post-ops
@@ -298,14 +379,20 @@ inline void run(const Entry& e, T* dst, const T* src, const T* wei, const T* bia
   }
   if (e.has_bias) args.emplace(DNNL_ARG_BIAS, dnnl::memory(e.bias, eng, operand<kConvert>(bias, e.bias, kBias)));
   for (const BinaryArg& b : e.binaries) args.emplace(b.arg, dnnl::memory(b.md, eng, p[b.ptr]));
-  float* dst32 = nullptr;
-  if (kConvert) dst32 = static_cast<float*>(scratch(kDst, e.dst.get_size()));
-  args.emplace(DNNL_ARG_DST, dnnl::memory(e.dst, eng, kConvert ? static_cast<void*>(dst32) : static_cast<void*>(dst)));
+  // Through scratch when converting (float32 results) or when the output lies at strides (staged).
+  void* out = dst;
+  if (kConvert || e.staged) out = scratch(kDst, e.dst.get_size());
+  args.emplace(DNNL_ARG_DST, dnnl::memory(e.dst, eng, out));
   const size_t pad = e.scratchpad.get_size();
   if (pad > 0) args.emplace(DNNL_ARG_SCRATCHPAD, dnnl::memory(e.scratchpad, eng, scratch(kScratchpad, pad)));
   e.prim.execute(stream(), args);
   stream().wait();
-  if (kConvert) from_f32(dst32, dst, static_cast<int64_t>(span(e.dst)));
+  using C = typename std::conditional<kConvert, float, T>::type;  // what the primitive wrote
+  if (e.staged) {
+    store_strided(static_cast<const C*>(out), dst, e.dst, e.dst_store);
+  } else if (kConvert) {
+    from_f32(static_cast<const float*>(out), dst, static_cast<int64_t>(span(e.dst)));
+  }
 }
 
 }  // namespace onednn

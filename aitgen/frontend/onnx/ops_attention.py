@@ -1,0 +1,127 @@
+"""ONNX Attention (opset 23+), decomposed into bmm, softmax and element-wise ops.
+
+  Y = softmax(softcap(Q*sqrt(s) @ (K*sqrt(s))^T) + bias) @ V
+with the bias the sum of the attention mask (bool masks become 0 / -inf), the causal mask
+(bottom-right aligned after a past cache) and the sliding window (opset 25), all built as
+import-time constants where they depend only on shapes. Grouped-query attention repeats each
+K/V head (a constant-index gather over the head axis); 3-D inputs are split into heads and merged
+back. A row whose bias is -inf everywhere has no key to attend: ONNX defines its probabilities
+(and Y) as 0, which a where() on the bias gives. nonpad_kv_seqlen (a per-batch run-time length)
+is refused.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+
+from ... import ops
+from ...ir.dtype import DType
+from ...ir.tensor import Tensor, constant
+from .ops_nn import like
+from .registry import NodeContext, onnx_op
+
+
+def _heads(ctx: NodeContext, t: Tensor, n: Optional[int], what: str) -> Tensor:
+    """[B, S, n*h] -> [B, n, S, h] for 3-D inputs; 4-D ones are already [B, n, S, h]."""
+    if t.ndim == 4:
+        return t
+    if t.ndim != 3 or n is None:
+        raise ctx.malformed(f"{what} must be 4-D [B, heads, S, h], or 3-D with q_num_heads/kv_num_heads")
+    hidden = t.shape[2]
+    if not hidden.is_static or hidden.value % n:
+        raise ctx.malformed(f"{what}'s hidden size {hidden} is not a multiple of {n} heads")
+    b, s = t.shape[0], t.shape[1]
+    return ops.permute(ops.reshape(t, [b, s, n, hidden.value // n]), [0, 2, 1, 3])
+
+
+def _static(ctx: NodeContext, d, what: str) -> int:
+    if not d.is_static:
+        raise ctx.unsupported(f"{what} {d} must be static")
+    return d.value
+
+
+def _mask_bias(ctx: NodeContext, mask: Tensor, q: Tensor, kv_len: int) -> Tensor:
+    """An attn_mask as an additive bias in q's dtype, padded with -inf up to kv_len keys."""
+    neg = like(np.float32(-np.inf), q)
+    if mask.dtype == DType.bool:
+        mask = ops.where(mask, like(np.float32(0), q), neg)
+    elif mask.dtype != q.dtype:
+        raise ctx.malformed(f"attn_mask has dtype {mask.dtype}, Q has {q.dtype}")
+    have = _static(ctx, mask.shape[-1], "attn_mask's last dim")
+    if have < kv_len:
+        mask = ops.pad(mask, [(0, 0)] * (mask.ndim - 1) + [(0, kv_len - have)], value=float("-inf"))
+    return mask
+
+
+def _window(q_len: int, kv_len: int, offset: int, causal: bool, left: int, right: int) -> Optional[np.ndarray]:
+    """Allowed (query, key) pairs of the causal / sliding-window constraints, or None for all."""
+    diff = (np.arange(q_len)[:, None] + offset) - np.arange(kv_len)[None, :]
+    allowed = np.ones((q_len, kv_len), bool)
+    if causal:
+        allowed &= diff >= 0
+    if left >= 0:
+        allowed &= diff <= left
+    if right >= 0:
+        allowed &= -diff <= right
+    return None if allowed.all() else allowed
+
+
+@onnx_op("Attention", min_opset=23)
+def _attention(ctx: NodeContext):
+    q, k, v = (ctx.input(i, w) for i, w in enumerate(("Q", "K", "V")))
+    if not q.dtype.is_float or k.dtype != q.dtype or v.dtype != q.dtype:
+        raise ctx.unsupported(f"Attention over {q.dtype}/{k.dtype}/{v.dtype}: float inputs of one dtype")
+    if ctx.has_input(6):
+        raise ctx.unsupported("nonpad_kv_seqlen (per-batch run-time key lengths) is not supported")
+    rank3 = q.ndim == 3
+    qh, kvh = ctx.attr("q_num_heads", None), ctx.attr("kv_num_heads", None)
+    Q, K, V = _heads(ctx, q, qh, "Q"), _heads(ctx, k, kvh, "K"), _heads(ctx, v, kvh, "V")
+    past_k, past_v = ctx.inputs[4], ctx.inputs[5]
+    if (past_k is None) != (past_v is None):
+        raise ctx.malformed("past_key and past_value come together")
+    offset = 0
+    if past_k is not None:
+        offset = _static(ctx, past_k.shape[2], "past_key's sequence length")
+        K, V = ops.concat([past_k, K], 2), ops.concat([past_v, V], 2)
+    present_k, present_v = K, V
+    n_q, n_kv = _static(ctx, Q.shape[1], "Q heads"), _static(ctx, K.shape[1], "K heads")
+    if n_q != n_kv:
+        if n_q % n_kv:
+            raise ctx.malformed(f"{n_q} query heads are not a multiple of {n_kv} key/value heads")
+        rep = constant(np.repeat(np.arange(n_kv, dtype=np.int64), n_q // n_kv))  # h0, h0, h1, h1, ...
+        K, V = ops.gather(K, rep, 1), ops.gather(V, rep, 1)
+    scale = ctx.attr("scale", None)
+    if scale is None:
+        scale = 1.0 / np.sqrt(_static(ctx, Q.shape[3], "the head size"))
+    root = like(np.float32(np.sqrt(float(scale))), q)  # ONNX scales Q and K by sqrt(scale) each
+    qk = ops.bmm(ops.mul(Q, root), ops.mul(K, root), trans_b=True)
+    softcap = float(ctx.attr("softcap", 0.0))
+    if softcap > 0:
+        cap = like(np.float32(softcap), q)
+        qk = ops.mul(ops.tanh(ops.div(qk, cap)), cap)
+    q_len = _static(ctx, Q.shape[2], "the query length")
+    kv_len = _static(ctx, K.shape[2], "the key length")
+    bias = None
+    if ctx.has_input(3):
+        bias = _mask_bias(ctx, ctx.input(3, "attn_mask"), q, kv_len)
+    allowed = _window(q_len, kv_len, offset, bool(ctx.attr("is_causal", 0)),
+                      int(ctx.attr("left_window_size", -1)), int(ctx.attr("right_window_size", -1)))
+    if allowed is not None:
+        add = like(np.where(allowed, 0.0, -np.inf).astype(np.float32), q)
+        bias = add if bias is None else ops.add(bias, add)
+    scores = qk if bias is None else ops.add(qk, bias)
+    probs = ops.softmax(scores, -1)
+    if bias is not None:
+        # Rows with no attendable key: 0, not the NaN of a softmax over -inf.
+        dead = ops.equal(ops.reduce_max(bias, -1, keepdims=True), like(np.float32(-np.inf), q))
+        probs = ops.where(dead, like(np.float32(0), q), probs)
+    y = ops.bmm(probs, V)
+    if rank3:
+        b, s = y.shape[0], y.shape[2]
+        y = ops.reshape(ops.permute(y, [0, 2, 1, 3]), [b, s, y.shape[1] * y.shape[3]])
+    mode = int(ctx.attr("qk_matmul_output_mode", 0))
+    qk_out = {0: qk, 1: qk, 2: scores, 3: probs}.get(mode)
+    if qk_out is None:
+        raise ctx.malformed(f"qk_matmul_output_mode {mode} is not 0..3")
+    return [y, present_k, present_v, qk_out][:ctx.num_outputs]

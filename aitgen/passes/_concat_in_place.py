@@ -1,0 +1,135 @@
+"""Concat in place, for memory_planning (not a pass itself): which concats have parts that their
+producers can write straight into the output's buffer, and the buffer tree that makes of them.
+
+A part placed in place is a child of the output's Buffer at a byte delta; its offset follows the
+parent's, and the root buffer of such a tree holds every slice's bytes from the first one's write
+to the last read of any of them. Concats nest: a part that is itself a concat's output carries its
+own parts along to its slice.
+
+Two kinds of slice:
+- contiguous (every dim before the axis a static 1): the part is a dense block of the output, so
+  any producer writes it as it would write a tensor of its own, and its readers read it so.
+- strided (a concat along an inner axis: [N, H, W, C1] and [N, H, W, C2] into [N, H, W, C1 + C2]):
+  the part's elements lie at the output's strides. Only a producer whose kernel writes its result
+  at given strides may write one (lower.supports(target, kind, "strided_output"), plus the shape
+  of write it can make: a GEMM writes rows, so its leading dims must fold into one row stride),
+  and only when the concat is the part's one reader: any other reader would expect a dense
+  tensor. The plan records the strides (MemoryPlan.strided_writes) for the producer's lowering.
+"""
+from __future__ import annotations
+
+from typing import Callable, Optional
+
+from ..ir.dims import Dim, prod
+from ..ir.graph import Graph
+from ..ir.op import Op, OpKind
+from ..ir.tensor import Tensor
+
+
+def concat_slices(op: Op, alignment: int) -> Optional[list[Optional[int]]]:
+    """Byte offsets of a concat's parts in its output when the parts are contiguous slices of it
+    (every dim before the axis a static 1; every part but the last of static size), with None for
+    a part whose slice does not start `alignment`-aligned; None when the slices are not contiguous."""
+    y = op.outputs[0]
+    ax = op.attrs.axis
+    if not all(d.is_static and d.value == 1 for d in y.shape[:ax]):
+        return None
+    deltas: list[Optional[int]] = []
+    at = 0
+    for i, x in enumerate(op.inputs):
+        deltas.append(at if at % alignment == 0 else None)
+        if i < len(op.inputs) - 1:
+            if not all(d.is_static for d in x.shape):
+                return None  # the next slice would start at a run-time offset
+            at += x.nbytes_upper()
+    return deltas
+
+
+def strided_slices(op: Op, alignment: int) -> Optional[tuple[tuple[Dim, ...], list[Optional[int]]]]:
+    """(the output's strides, each part's byte offset in it or None where not static and aligned)
+    of a concat along an inner axis; None for a contiguous one (concat_slices) or an empty axis."""
+    y = op.outputs[0]
+    ax = op.attrs.axis
+    if concat_slices(op, alignment) is not None:
+        return None
+    strides = tuple(prod(y.shape[j + 1:]) for j in range(len(y.shape)))
+    step = strides[ax] * y.dtype.itemsize
+    deltas: list[Optional[int]] = []
+    at: Optional[int] = 0
+    for x in op.inputs:
+        ok = at is not None and step.is_static and (at * step.value) % alignment == 0
+        deltas.append(at * step.value if ok else None)
+        n = x.shape[ax]
+        at = at + n.value if at is not None and n.is_static else None
+    return strides, deltas
+
+
+def place_concat_parts(graph: Graph, buf_of: dict, alignment: int,
+                       strided_ok: Optional[Callable[[Op, tuple], bool]] = None
+                       ) -> tuple[dict[Tensor, dict[int, int]], dict[Tensor, tuple]]:
+    """Make the computed parts of concats children of the output's buffer (buf_of: id(tensor) ->
+    its Buffer, for arena tensors): every part of a contiguous concat, and of an inner-axis concat
+    the parts whose producer `strided_ok(producer, strides)` can write at the output's strides.
+    Returns (output -> {operand index: byte delta}, part -> its strides in elements)."""
+    placed: dict[Tensor, dict[int, int]] = {}
+    strided: dict[Tensor, tuple] = {}
+    for op in graph.ops:
+        y = op.outputs[0]
+        if op.kind is not OpKind.CONCAT or id(y) not in buf_of:
+            continue
+        deltas = concat_slices(op, alignment)
+        layout = None
+        if deltas is None:
+            found = strided_slices(op, alignment) if strided_ok is not None else None
+            if found is None:
+                continue
+            layout, deltas = found
+        by = buf_of[id(y)]
+        for i, (x, delta) in enumerate(zip(op.inputs, deltas)):
+            bx = buf_of.get(id(x))
+            # Not a user buffer, not the output itself (a view of it), not a slice already.
+            if delta is None or bx is None or bx is by or bx.parent is not None:
+                continue
+            if layout is not None and not (bx.tensors == [x] and x.users == [op] and op.inputs.count(x) == 1
+                                           and len(x.producer.outputs) == 1 and strided_ok(x.producer, layout)):
+                continue  # strided: the producer writes it, and the concat alone reads it
+            bx.parent, bx.delta = by, delta
+            by.children.append(bx)
+            placed.setdefault(y, {})[i] = delta
+            if layout is not None:
+                strided[x] = layout
+    return placed, strided
+
+
+def span(b) -> tuple[int, int]:
+    """First write and last read of a buffer and all its slices."""
+    spans = [(b.start, b.end)] + [span(c) for c in b.children]
+    return min(s for s, _ in spans), max(e for _, e in spans)
+
+
+def place_children(b) -> None:
+    """Offsets of a placed buffer's slices (recursively) from its own."""
+    for c in b.children:
+        c.offset = b.offset + c.delta
+        place_children(c)
+
+
+def strided_writer(target: str) -> Callable[[Op, tuple], bool]:
+    """Whether `target`'s kernel for an op writes its (only) result at the given element strides."""
+    from ..codegen.lower import supports  # lazily: codegen imports the passes
+    from ..ops.operand_views import StridedView, matrix_view
+    from ..ops.registry import Category, get_opdef
+
+    def ok(op: Op, strides: tuple) -> bool:
+        kind = op.kind
+        try:
+            if get_opdef(kind).category is Category.ELEMENTWISE:
+                kind = OpKind.FUSED_ELEMENTWISE  # one kernel for both
+        except Exception:  # noqa: BLE001 - a kind without a definition writes nothing strided
+            return False
+        if not supports(target, kind, "strided_output") or strides[-1] != 1:
+            return False
+        if kind is OpKind.GEMM:  # rows at one stride: the leading dims must fold
+            return matrix_view(StridedView(tuple(op.outputs[0].shape), tuple(strides))) is not None
+        return True
+    return ok

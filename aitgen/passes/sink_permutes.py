@@ -1,0 +1,138 @@
+"""sink_permutes: layout permutes move past element-wise ops until they meet and cancel.
+
+The ONNX importer wraps every NHWC conv and pool in NCHW -> NHWC and NHWC -> NCHW permutes, so
+a conv net imports as conv -> permute -> relu -> permute -> conv, and a residual block as
+add(permute(a), permute(b)). Here
+
+    E(permute(x, p), permute(z, p), c)   ->   permute(E(x, z, c'), p)
+
+for an element-wise E whose operands are each a permute by the same p, a constant (c' is c
+transposed by p's inverse, once, here), or a broadcast scalar (every dim 1). An element-wise op
+computes each element on its own, so running it in x's layout and permuting after gives the same
+values. The sunk permute then meets the next conv's permute, and
+    permute(permute(x, p1), p2) = permute(x, p1[p2])     (the identity when they are inverses)
+so the pair disappears and the convs read each other's NHWC results directly; conv -> relu is
+then a conv with its epilogue. A permute that moves only size-1 dims ([N, 1, 1, C] ->
+[N, C, 1, 1] after a global pool) moves no data: it becomes a reshape (a view).
+
+Runs after constant_folding (the importer's permuted constant weights are constants by then) and
+before fold_batchnorm (conv -> permute -> permute -> batchnorm must be conv -> batchnorm for the
+fold) and the epilogue fusions. Exact: the same element-wise math on the same values.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+
+from ..errors import AitgenError
+from ..ir.graph import Graph
+from ..ir.op import Op, OpKind
+from ..ir.tensor import Tensor
+from ..ops.registry import Category, get_opdef, make_op, make_op1
+from ..ops.view import PermuteAttrs, ReshapeAttrs
+from ..options import CompileOptions
+from ._util import new_constant, output_ids
+
+
+def sink_permutes(graph: Graph, opts: CompileOptions) -> Graph:
+    outs = output_ids(graph)
+    work = [op for op in graph.ops if op.kind is OpKind.PERMUTE]
+    changed = False
+    while work:
+        p = work.pop(0)
+        y = p.outputs[0]
+        for u in list(y.users):
+            if u.kind is OpKind.PERMUTE:
+                made = _compose(graph, p, u, outs)
+            else:
+                made = _sink_through(graph, u, p)
+            if made is not None:
+                changed = True
+                work.extend(made)
+    for op in list(graph.ops):
+        live = op.outputs[0].users or id(op.outputs[0]) in outs
+        if op.kind is OpKind.PERMUTE and live and _moves_only_ones(op):
+            x, y = op.inputs[0], op.outputs[0]
+            view = make_op1(OpKind.RESHAPE, [x], ReshapeAttrs(tuple(y.shape)), op.name)
+            view.name = y.name
+            graph.replace_all_uses(y, view)
+            changed = True
+    if changed:
+        graph.sort()
+    return graph
+
+
+def _perm(op: Op) -> tuple[int, ...]:
+    return tuple(op.attrs.perm)
+
+
+def _compose(graph: Graph, p: Op, q: Op, outs: set[int]) -> Optional[list[Op]]:
+    """q(p(x)) as one permute of x, or x itself when the two cancel."""
+    x, z = p.inputs[0], q.outputs[0]
+    p1, p2 = _perm(p), _perm(q)
+    total = tuple(p1[i] for i in p2)
+    if total == tuple(range(len(total))):
+        # An output may not become an input or a constant (the runtime copies those; a tensor
+        # that is another output is fine): leave such a pair to remove_no_ops' rules.
+        if id(z) in outs and x.producer is None:
+            return None
+        if id(z) in outs:
+            outs.discard(id(z))
+            outs.add(id(x))
+        graph.replace_all_uses(z, x)
+        return []
+    new = make_op1(OpKind.PERMUTE, [x], PermuteAttrs(total), q.name)
+    new.name = z.name
+    graph.replace_all_uses(z, new)
+    return [new.producer]
+
+
+def _elementwise(op: Op) -> bool:
+    if op.kind is OpKind.FUSED_ELEMENTWISE or getattr(op.attrs, "operand_views", None) is not None:
+        return False
+    try:
+        return get_opdef(op.kind).category is Category.ELEMENTWISE
+    except AitgenError:
+        return False
+
+
+def _sink_through(graph: Graph, u: Op, p: Op) -> Optional[list[Op]]:
+    """u, reading p's result, rewritten to run before the permute; the new permutes after it."""
+    y, perm = p.outputs[0], _perm(p)
+    r = len(perm)
+    if not _elementwise(u) or any(tuple(o.shape) != tuple(y.shape) for o in u.outputs):
+        return None  # (an operand broadcast to a larger result would need its own permute)
+    inverse = tuple(int(i) for i in np.argsort(perm))
+    inputs: list[Tensor] = []
+    for t in u.inputs:
+        src = t.producer
+        if src is not None and src.kind is OpKind.PERMUTE and _perm(src) == perm:
+            inputs.append(src.inputs[0])
+        elif all(d == 1 for d in t.shape):
+            inputs.append(t)  # a broadcast scalar reads the same in any layout
+        elif t.is_constant and t.ndim <= r:
+            v = np.asarray(t.value).reshape((1,) * (r - t.ndim) + tuple(np.shape(t.value)))
+            inputs.append(new_constant(np.ascontiguousarray(np.transpose(v, inverse)), t.dtype))
+        else:
+            return None
+    try:
+        new_outs = make_op(u.kind, inputs, u.attrs, u.name)
+    except AitgenError:
+        return None
+    made = []
+    for old, new in zip(u.outputs, new_outs):
+        back = make_op1(OpKind.PERMUTE, [new], PermuteAttrs(perm), u.name and u.name + "_permute")
+        back.name = old.name
+        graph.replace_all_uses(old, back)
+        made.append(back.producer)
+    for t in u.inputs:  # u is dead: readers must not list it (graph.sort drops it)
+        t.users = [x for x in t.users if x is not u]
+    return made
+
+
+def _moves_only_ones(op: Op) -> bool:
+    """A permute that keeps the order of the dims that are not static 1s moves no data."""
+    x = op.inputs[0]
+    kept = [i for i in _perm(op) if not (x.shape[i].is_static and x.shape[i].value == 1)]
+    return kept == sorted(kept)

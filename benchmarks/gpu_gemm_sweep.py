@@ -1,0 +1,133 @@
+#!/usr/bin/env python
+"""aitgen's CUTLASS GEMMs against torch.matmul (cuBLAS) on the present GPU, in TFLOP/s.
+
+    python benchmarks/gpu_gemm_sweep.py --out $OUT/gemm_sweep.json
+    python benchmarks/gpu_gemm_sweep.py --profile          # time every candidate config first (minutes)
+    python benchmarks/gpu_gemm_sweep.py --shapes 4096 8192 --dtypes bfloat16
+
+Each shape is a model of --repeat GEMMs C_i = A_i @ B (A_i [M, K] distinct inputs, so no pass
+merges them; B [K, N] row-major, as torch.matmul(a, b) reads it), built once with fusion off (no
+grouping into one launch). A run costs a host round trip that a GEMM of a few hundred microseconds
+does not hide, so the time per GEMM is (t(repeat) - t(1)) / (repeat - 1): two models, the same
+kernels (compiled once, the build cache shares them). torch gets the same difference of a
+chain of `repeat` and of 1 matmul. Each time is the median of --rounds rounds of --iters calls.
+The configs are the heuristic's, or with --profile the profiler's winners (aitgen.profiler, cached
+in the build cache dir, so a second run reuses them). Target: large bf16 >= 0.95x torch.
+
+JSON: per case, dtype, M/N/K, aitgen and torch ms and TFLOP/s, the ratio, and the kernel configs.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from gpu_bandwidth import median_ms
+
+HERE = Path(__file__).resolve().parent
+SHAPES = {  # name: (M, N, K)
+    "4096": (4096, 4096, 4096),
+    "8192": (8192, 8192, 8192),
+    "bert_qkv_b32": (4096, 2304, 768),      # BERT-base, batch 32 x seq 128
+    "bert_ffn1_b32": (4096, 3072, 768),
+    "bert_ffn2_b32": (4096, 768, 3072),
+    "llm_4k": (8192, 4096, 4096),
+}
+
+
+def parse_args(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--shapes", nargs="*", default=["4096", "8192", "bert_ffn1_b32", "bert_ffn2_b32"],
+                    choices=list(SHAPES))
+    ap.add_argument("--dtypes", nargs="*", default=["bfloat16", "float16"])
+    ap.add_argument("--repeat", type=int, default=4)
+    ap.add_argument("--iters", type=int, default=10)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--profile", action="store_true", help="profile the candidate configs before building")
+    ap.add_argument("--workdir", default="/tmp/aitgen_gemm_sweep")
+    ap.add_argument("--out", default=str(HERE / "results" / "gpu_gemm_sweep.json"))
+    return ap.parse_args(argv)
+
+
+def build(name, dt, m, n, k, repeat, args):
+    """Compile the model of `repeat` GEMMs; returns (workdir, the GEMM kernel's configs)."""
+    import aitgen as ag
+    from aitgen import ops
+    from aitgen.codegen.backend import load_backend
+    from aitgen.codegen.kernels.cuda import gemm as gemm_k
+    from aitgen.ir.graph import Graph
+    from aitgen.options import CompileOptions
+    from aitgen.passes import PIPELINE, run_pipeline
+    from aitgen.passes.memory_planning import memory_planning
+    from aitgen.profiler import select
+    from aitgen.runtime.device import cuda_capability
+    b = ag.Tensor([k, n], dtype=dt, name="b")
+    outs = {f"c{i}": ops.gemm(ag.Tensor([m, k], dtype=dt, name=f"a{i}"), b) for i in range(repeat)}
+    work = Path(args.workdir) / f"{name}_{dt}_{repeat}"
+    arch = load_backend("cuda").resolve_arch(None, cuda_capability)
+    opts = CompileOptions(target="cuda", arch=arch, fusion=False)
+    g = run_pipeline(Graph.from_outputs(outs), opts, list(PIPELINE) + [memory_planning])
+    if args.profile and repeat == 1:
+        from aitgen.profiler.runner import profile_graph
+        print(name, dt, "profile:", profile_graph(g, opts, work / "profile")["winners"], flush=True)
+    op = next(o for o in g.ops if o.kind is ag.OpKind.GEMM)
+    kern = gemm_k.gemm_kernel(gemm_k.gemm_problem(op), arch, False)
+    configs = [c["name"] for c in select.dispatch(kern.problem, arch, select.default_cache(),
+                                                   select.cutlass_version())] if kern.problem else ["simt"]
+    ag.compile_model(outs, target="cuda", arch=arch, workdir=work, fusion=False, load=False)
+    return work, configs
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    import torch
+
+    import aitgen as ag
+    if not torch.cuda.is_available():
+        print("gpu_gemm_sweep: no CUDA device", file=sys.stderr)
+        return 2
+    results = {"device": torch.cuda.get_device_name(), "repeat": args.repeat, "cases": []}
+    for dt in args.dtypes:
+        tdt = getattr(torch, dt)
+        for name in args.shapes:
+            m, n, k = SHAPES[name]
+            gen = torch.Generator(device="cuda").manual_seed(0)
+            a = [torch.randn(m, k, device="cuda", dtype=tdt, generator=gen) * 0.1 for _ in range(args.repeat)]
+            b = torch.randn(k, n, device="cuda", dtype=tdt, generator=gen) * 0.1
+            entry = {"case": name, "dtype": dt, "m": m, "n": n, "k": k}
+            ms = {}
+            for rep in (1, args.repeat):
+                work, configs = build(name, dt, m, n, k, rep, args)
+                model = ag.Model.load(work)
+                feeds = {"b": b, **{f"a{i}": a[i] for i in range(rep)}}
+                if rep == 1:
+                    got = model.run(feeds)["c0"].float()
+                    ref = torch.matmul(a[0], b).float()
+                    entry["max_rel_diff_vs_torch"] = float((got - ref).abs().max() / ref.abs().max())
+                    entry["configs"] = configs
+                ms[("aitgen", rep)] = median_ms(lambda: model.run(feeds), torch.cuda.synchronize, args.iters,
+                                                args.rounds)
+                model.close()
+                ms[("torch", rep)] = median_ms(lambda r=rep: [torch.matmul(a[i], b) for i in range(r)],
+                                               torch.cuda.synchronize, args.iters, args.rounds)
+            flop = 2.0 * m * n * k
+            for who in ("aitgen", "torch"):
+                per = (ms[(who, args.repeat)] - ms[(who, 1)]) / (args.repeat - 1)
+                entry[f"{who}_ms"] = per
+                entry[f"{who}_tflops"] = flop / (per * 1e-3) / 1e12 if per > 0 else None
+            if entry["aitgen_tflops"] and entry["torch_tflops"]:
+                entry["ratio_vs_torch"] = entry["aitgen_tflops"] / entry["torch_tflops"]
+            print(json.dumps(entry), flush=True)
+            results["cases"].append(entry)
+    big = [c.get("ratio_vs_torch") for c in results["cases"] if c["dtype"] == "bfloat16" and c["m"] * c["n"] >= 4096 ** 2]
+    results["large_bf16_min_ratio"] = min((r for r in big if r), default=None)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(results, indent=1))
+    print(f"gpu_gemm_sweep: wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
