@@ -93,6 +93,8 @@ class OpKind(enum.Enum):
     REDUCE_PROD = "reduce_prod"
     ARGMAX = "argmax"
     ARGMIN = "argmin"
+    CUMSUM = "cumsum"
+    CUMPROD = "cumprod"
     # views and memory ops
     RESHAPE = "reshape"
     PERMUTE = "permute"

@@ -11,5 +11,6 @@ from . import grouped  # noqa: F401 - registers GROUPED (ops/grouped.py); passes
 from .norm import *  # noqa: F401,F403
 from .pool import *  # noqa: F401,F403
 from .reduce import *  # noqa: F401,F403
+from .scan import *  # noqa: F401,F403
 from .softmax import *  # noqa: F401,F403
 from .view import *  # noqa: F401,F403

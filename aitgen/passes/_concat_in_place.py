@@ -65,11 +65,11 @@ def strided_slices(op: Op, alignment: int) -> Optional[tuple[tuple[Dim, ...], li
 
 
 def place_concat_parts(graph: Graph, buf_of: dict, alignment: int,
-                       strided_ok: Optional[Callable[[Op, tuple], bool]] = None
+                       strided_ok: Optional[Callable[[Tensor, tuple], bool]] = None
                        ) -> tuple[dict[Tensor, dict[int, int]], dict[Tensor, tuple]]:
     """Make the computed parts of concats children of the output's buffer (buf_of: id(tensor) ->
     its Buffer, for arena tensors): every part of a contiguous concat, and of an inner-axis concat
-    the parts whose producer `strided_ok(producer, strides)` can write at the output's strides.
+    the parts x whose producer `strided_ok(x, strides)` writes at the output's strides.
     Returns (output -> {operand index: byte delta}, part -> its strides in elements)."""
     placed: dict[Tensor, dict[int, int]] = {}
     strided: dict[Tensor, tuple] = {}
@@ -91,7 +91,7 @@ def place_concat_parts(graph: Graph, buf_of: dict, alignment: int,
             if delta is None or bx is None or bx is by or bx.parent is not None:
                 continue
             if layout is not None and not (bx.tensors == [x] and x.users == [op] and op.inputs.count(x) == 1
-                                           and len(x.producer.outputs) == 1 and strided_ok(x.producer, layout)):
+                                           and strided_ok(x, layout)):
                 continue  # strided: the producer writes it, and the concat alone reads it
             bx.parent, bx.delta = by, delta
             by.children.append(bx)
@@ -114,13 +114,20 @@ def place_children(b) -> None:
         place_children(c)
 
 
-def strided_writer(target: str) -> Callable[[Op, tuple], bool]:
-    """Whether `target`'s kernel for an op writes its (only) result at the given element strides."""
+def strided_writer(target: str) -> Callable[[Tensor, tuple], bool]:
+    """Whether `target`'s kernel writes tensor x, the only result of its op (or of its member of a
+    grouped op), at the given element strides."""
     from ..codegen.lower import supports  # lazily: codegen imports the passes
+    from ..ops.grouped import member_ops
     from ..ops.operand_views import StridedView, matrix_view
     from ..ops.registry import Category, get_opdef
 
-    def ok(op: Op, strides: tuple) -> bool:
+    def ok(x: Tensor, strides: tuple) -> bool:
+        op = x.producer
+        if op.kind is OpKind.GROUPED:
+            op = next(m for m in member_ops(op) if any(o is x for o in m.outputs))
+        if op.outputs != [x]:
+            return False
         kind = op.kind
         try:
             if get_opdef(kind).category is Category.ELEMENTWISE:

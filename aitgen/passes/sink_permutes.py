@@ -12,8 +12,13 @@ computes each element on its own, so running it in x's layout and permuting afte
 values. The sunk permute then meets the next conv's permute, and
     permute(permute(x, p1), p2) = permute(x, p1[p2])     (the identity when they are inverses)
 so the pair disappears and the convs read each other's NHWC results directly; conv -> relu is
-then a conv with its epilogue. A permute that moves only size-1 dims ([N, 1, 1, C] ->
+then a conv with its epilogue. A layout permute that moves only size-1 dims ([N, 1, 1, C] ->
 [N, C, 1, 1] after a global pool) moves no data: it becomes a reshape (a view).
+
+Only layout permutes sink: those that move the channel dim between position 1 and the end
+(NCHW <-> NHWC and their 3-D / 5-D kin). Other permutes (attention's head transposes, a matrix
+transpose before a GEMM) are where their author put them for a reason: later passes fold them
+into strided reads, and fuse_attention matches them as written.
 
 Runs after constant_folding (the importer's permuted constant weights are constants by then) and
 before fold_batchnorm (conv -> permute -> permute -> batchnorm must be conv -> batchnorm for the
@@ -37,7 +42,7 @@ from ._util import new_constant, output_ids
 
 def sink_permutes(graph: Graph, opts: CompileOptions) -> Graph:
     outs = output_ids(graph)
-    work = [op for op in graph.ops if op.kind is OpKind.PERMUTE]
+    work = [op for op in graph.ops if op.kind is OpKind.PERMUTE and _layout(_perm(op))]
     changed = False
     while work:
         p = work.pop(0)
@@ -50,9 +55,12 @@ def sink_permutes(graph: Graph, opts: CompileOptions) -> Graph:
             if made is not None:
                 changed = True
                 work.extend(made)
+    if changed:
+        graph.sort()  # the permutes made above join graph.ops
+    outs = output_ids(graph)
     for op in list(graph.ops):
         live = op.outputs[0].users or id(op.outputs[0]) in outs
-        if op.kind is OpKind.PERMUTE and live and _moves_only_ones(op):
+        if op.kind is OpKind.PERMUTE and live and _layout(_perm(op)) and _moves_only_ones(op):
             x, y = op.inputs[0], op.outputs[0]
             view = make_op1(OpKind.RESHAPE, [x], ReshapeAttrs(tuple(y.shape)), op.name)
             view.name = y.name
@@ -65,6 +73,12 @@ def sink_permutes(graph: Graph, opts: CompileOptions) -> Graph:
 
 def _perm(op: Op) -> tuple[int, ...]:
     return tuple(op.attrs.perm)
+
+
+def _layout(perm: tuple[int, ...]) -> bool:
+    """Channels first -> last (0, 2, .., r-1, 1) or last -> first (0, r-1, 1, .., r-2), rank >= 3."""
+    r = len(perm)
+    return r >= 3 and perm in ((0, *range(2, r), 1), (0, r - 1, *range(1, r - 1)))
 
 
 def _compose(graph: Graph, p: Op, q: Op, outs: set[int]) -> Optional[list[Op]]:

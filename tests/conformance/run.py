@@ -40,7 +40,7 @@ except ImportError:
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
 BATCH = 96             # cases per CPU build
-SUBSET_PER_OP = 2      # the default tier: this many imported cases per op type
+SUBSET_PER_OP = 1      # the default tier: this many imported cases per op type
 WORKER_TIMEOUT = 1200  # seconds for one batch build + run
 
 

@@ -91,3 +91,36 @@ def test_reduce_prod_matches_float64_and_wraps_ints(dtype):
                                     otypes=[np.int64])(wide)
                 assert got.dtype == x.dtype
                 np.testing.assert_array_equal(got.astype(np.int64), want)
+
+
+@pytest.mark.parametrize("kind", ["cumsum", "cumprod"])
+@pytest.mark.parametrize("dtype", ["float32", "int32", "int8"])
+def test_scans_match_loops(kind, dtype):
+    rng = np.random.default_rng(9)
+    x = (rng.uniform(0.5, 1.5, size=(2, 5, 3)).astype(np.float32) if dtype == "float32"
+         else rng.integers(-60, 60, size=(2, 5, 3)).astype(ag.DType(dtype).np))
+    bits = 8 * x.dtype.itemsize
+    for axis in range(3):
+        for exclusive in (False, True):
+            for reverse in (False, True):
+                y = getattr(ops, kind)(ag.Tensor(x.shape, dtype, name="x"), axis - 3, exclusive, reverse)
+                (got,) = ag.reference.run([y], {"x": x}).values()
+                xm = np.moveaxis(x.astype(np.float64 if dtype == "float32" else object), axis, -1)
+                want = np.empty(xm.shape, dtype=xm.dtype)
+                for idx in np.ndindex(*xm.shape[:-1]):
+                    row = list(xm[idx])[::-1] if reverse else list(xm[idx])
+                    acc = 0 if kind == "cumsum" else 1
+                    vals = []
+                    for v in row:  # the running value before (exclusive) or after (inclusive) v
+                        nxt = acc + v if kind == "cumsum" else acc * v
+                        vals.append(acc if exclusive else nxt)
+                        acc = nxt
+                    want[idx] = vals[::-1] if reverse else vals
+                want = np.moveaxis(want, -1, axis)
+                assert got.dtype == x.dtype and got.shape == x.shape
+                if dtype == "float32":
+                    np.testing.assert_allclose(got, want, rtol=1e-5)
+                else:
+                    wrap = np.vectorize(lambda v: (int(v) + 2 ** (bits - 1)) % 2 ** bits - 2 ** (bits - 1),
+                                        otypes=[np.int64])
+                    np.testing.assert_array_equal(got.astype(np.int64), wrap(want))

@@ -110,20 +110,25 @@ def strided_copy_call(ctx: LowerContext, op: Op, dst: Tensor, src: Tensor, sizes
     return KernelCall(spec, [dst, src], [*sizes, *ss, *ds, as_dim(src_offset), as_dim(dst_offset)], name)
 
 
-@lowering("cpu", OpKind.PERMUTE)
+def out_strides(ctx: LowerContext, y: Tensor) -> list[Dim]:
+    """Where a copy writes y: dense, or at the strides of the concat slice the memory plan put it in."""
+    return list(ctx.plan.strided_writes.get(y, dense_strides(y.shape)))
+
+
+@lowering("cpu", OpKind.PERMUTE, features=("strided_output",))
 def lower_permute(op: Op, ctx: LowerContext) -> list[KernelCall]:
     x, y = op.inputs[0], op.outputs[0]
     xs = dense_strides(x.shape)
-    return [strided_copy_call(ctx, op, y, x, y.shape, [xs[p] for p in op.attrs.perm], dense_strides(y.shape))]
+    return [strided_copy_call(ctx, op, y, x, y.shape, [xs[p] for p in op.attrs.perm], out_strides(ctx, y))]
 
 
-@lowering("cpu", OpKind.EXPAND)
+@lowering("cpu", OpKind.EXPAND, features=("strided_output",))
 def lower_expand(op: Op, ctx: LowerContext) -> list[KernelCall]:
     x, y = op.inputs[0], op.outputs[0]
-    return [strided_copy_call(ctx, op, y, x, y.shape, broadcast_strides(x.shape, y.shape), dense_strides(y.shape))]
+    return [strided_copy_call(ctx, op, y, x, y.shape, broadcast_strides(x.shape, y.shape), out_strides(ctx, y))]
 
 
-@lowering("cpu", OpKind.SLICE)
+@lowering("cpu", OpKind.SLICE, features=("strided_output",))
 def lower_slice(op: Op, ctx: LowerContext) -> list[KernelCall]:
     x, y = op.inputs[0], op.outputs[0]
     xs = dense_strides(x.shape)
@@ -133,7 +138,7 @@ def lower_slice(op: Op, ctx: LowerContext) -> list[KernelCall]:
         # the output size, which the shape already holds.
         offset = offset + ((n + start) if start < 0 else as_dim(start)) * stride
     strides = [st * s for st, s in zip(op.attrs.steps, xs)]
-    return [strided_copy_call(ctx, op, y, x, y.shape, strides, dense_strides(y.shape), src_offset=offset)]
+    return [strided_copy_call(ctx, op, y, x, y.shape, strides, out_strides(ctx, y), src_offset=offset)]
 
 
 @lowering("cpu", OpKind.CONCAT)

@@ -1,5 +1,6 @@
 """ONNX reductions: ReduceSum/Mean/Max/Min/Prod on the IR's reduce ops; ReduceL1/L2/SumSquare/
-LogSum/LogSumExp decomposed over them and element-wise ops; ArgMax/ArgMin on the IR's argmax.
+LogSum/LogSumExp decomposed over them and element-wise ops; ArgMax/ArgMin on the IR's argmax;
+CumSum/CumProd on the IR's scans.
 
 Axes are an attribute before opset 18 (ReduceSum: 13) and an optional input from it on; no axes
 reduce everything unless noop_with_empty_axes makes the node an identity. A reduction over a
@@ -123,3 +124,19 @@ def _arg(ctx: NodeContext):
         raise ctx.malformed(f"{ctx.op_type} over the empty axis {axis}")
     fn = ops.argmax if ctx.op_type == "ArgMax" else ops.argmin
     return fn(x, axis, keepdims=keep, select_last_index=last)
+
+
+@onnx_op("CumSum", min_opset=11)
+@onnx_op("CumProd", min_opset=26)
+def _cumulative(ctx: NodeContext):
+    x = ctx.input(0, "x")
+    if x.dtype == DType.bool:
+        raise ctx.unsupported(f"{ctx.op_type} over bool")
+    axis = ctx.require_const(1, "axis")
+    if axis.size != 1 or axis.dtype.kind not in "iu":
+        raise ctx.malformed(f"axis must be one integer, got {axis.tolist()}")
+    if x.ndim == 0:
+        raise ctx.malformed("x must have rank >= 1")
+    a = norm_axis(ctx, int(axis.reshape(-1)[0]), x.ndim)
+    fn = ops.cumsum if ctx.op_type == "CumSum" else ops.cumprod
+    return fn(x, a, exclusive=bool(ctx.attr("exclusive", 0)), reverse=bool(ctx.attr("reverse", 0)))

@@ -1,7 +1,9 @@
-"""CPU kernels of argmax / argmin and reduce_prod against the numpy oracle, in one model.
+"""CPU kernels of argmax / argmin, reduce_prod and cumsum / cumprod against the numpy oracle,
+in one model.
 
-Indices and integer products are exact; float32 products rtol 1e-5 (the kernel multiplies in a
-different order than numpy: lanes, then a combine).
+Indices and integer products and scans are exact; float32 products rtol 1e-5 (the kernel
+multiplies in a different order than numpy: lanes, then a combine); float scans rtol 1e-5 (the
+same order as numpy; float16 rounds once at the store, as the oracle does).
 """
 import numpy as np
 
@@ -27,6 +29,12 @@ def test_arg_reduce_and_prod_cpu(tmp_path):
     outs["prod_row"] = ops.reduce_prod(xf, 2)
     outs["prod_col"] = ops.reduce_prod(xf, (0, 1), keepdims=True)
     outs["prod_int"] = ops.reduce_prod(xi, 1)
+    for kind in ("cumsum", "cumprod"):  # scans: inclusive/exclusive, forward/reversed, row and column axes
+        fn = getattr(ops, kind)
+        outs[f"{kind}_f2"] = fn(xf, 2, exclusive=True)
+        outs[f"{kind}_f1"] = fn(xf, 1, reverse=True)
+        outs[f"{kind}_i"] = fn(xi, 0, exclusive=True, reverse=True)
+        outs[f"{kind}_h"] = fn(xh, 1)
     m = ag.compile_model(outs, target="cpu", workdir=tmp_path / "m")
     for n in (1, 3):
         xfv = rng.integers(-3, 4, size=(n, 7, 130)).astype(np.float32)  # ties everywhere
@@ -40,7 +48,7 @@ def test_arg_reduce_and_prod_cpu(tmp_path):
         ref = ag.reference.run(outs, feeds)
         for k in outs:
             assert got[k].dtype == ref[k].dtype and got[k].shape == ref[k].shape, k
-            if k in ("prod_row", "prod_col"):
+            if k in ("prod_row", "prod_col") or k.startswith("cum") and not k.endswith("_i"):
                 np.testing.assert_allclose(got[k], ref[k], rtol=1e-5, equal_nan=True, err_msg=k)
             else:
                 np.testing.assert_array_equal(got[k], ref[k], err_msg=k)

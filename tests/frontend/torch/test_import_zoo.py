@@ -137,6 +137,7 @@ def test_full_size_import_matches_torch(tmp_path, name):
     inputs, outputs = import_module(ref, args)
     model = ag.compile_model(outputs, target="cpu", workdir=tmp_path / name)
     feeds = {k: a.numpy() for k, a in zip(inputs, args)}
-    # float32 over 50 convs / 12 layers: the sums run in another order than torch's
-    check(model.run(feeds), torch_outputs(ref, args), f"{name} full size", rtol=1e-3, atol=1e-4)
+    # float32 over 50 convs / 12 layers, summed in another order than torch's (measured: 2e-7 for
+    # ResNet-50 logits, 2e-5 for BERT's hidden states of magnitude up to 27)
+    check(model.run(feeds), torch_outputs(ref, args), f"{name} full size", rtol=1e-4, atol=1e-4)
     same_ops_as_native(name, outputs, {}, batch=1)

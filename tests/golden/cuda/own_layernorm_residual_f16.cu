@@ -116,15 +116,19 @@ __device__ __forceinline__ void write_row(const Args& a, T* y, int64_t i, const 
   }
 }
 
-// TPR threads per row (32: a warp; else the block), each holding CHUNKS x V values of it.
+// TPR threads per row (up to 32: lanes of a warp; else the block), each holding CHUNKS x V values of it.
 template <int TPR, int CHUNKS, int V, bool PACKED>
-__global__ void __launch_bounds__(TPR == 32 ? kWarpThreads : TPR) cached(const Args a) {
-  constexpr int kRowsPerBlock = (TPR == 32 ? kWarpThreads : TPR) / TPR;
+__global__ void __launch_bounds__(TPR <= 32 ? kWarpThreads : TPR) cached(const Args a) {
+  constexpr int kRowsPerBlock = (TPR <= 32 ? kWarpThreads : TPR) / TPR;
   const int t = threadIdx.x % TPR;
   const int64_t n = a.in.n;
-  for (int64_t r = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / TPR; r < a.in.rows;
-       r += static_cast<int64_t>(gridDim.x) * kRowsPerBlock) {
-    const RowIn w = row_at(a.in, r);
+  // The block's rows advance together, so a warp holding several rows (TPR < 32) keeps all its
+  // lanes in its shuffles: a row past the end is computed on row 0's data and not stored.
+  for (int64_t r0 = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock; r0 < a.in.rows;
+       r0 += static_cast<int64_t>(gridDim.x) * kRowsPerBlock) {
+    const int64_t r = r0 + threadIdx.x / TPR;
+    const bool live = r < a.in.rows;
+    const RowIn w = row_at(a.in, live ? r : 0);
     float v[CHUNKS][V];
     float sum = 0.0f;
 #pragma unroll
@@ -148,11 +152,11 @@ __global__ void __launch_bounds__(TPR == 32 ? kWarpThreads : TPR) cached(const A
     }
     const float var = ait::cuda::group_reduce<TPR>(sq, ait::SumOp(), 0.0f) / static_cast<float>(n);
     const float rstd = 1.0f / sqrtf(var + kEps);
-    T* y = a.out + r * n;
+    T* y = a.out + (live ? r : 0) * n;
 #pragma unroll
     for (int c = 0; c < CHUNKS; ++c) {
       const int64_t i = (static_cast<int64_t>(c) * TPR + t) * V;
-      if (i < n) write_row<V, PACKED>(a, y, i, v[c], mean, rstd);
+      if (live && i < n) write_row<V, PACKED>(a, y, i, v[c], mean, rstd);
     }
   }
 }
@@ -165,12 +169,12 @@ void launch(const Args& a, cudaStream_t s) {
     cached<32, kChunks, V, PACKED><<<ait::cuda::grid_blocks(a.in.rows, kWarpThreads / 32, 8), kWarpThreads, 0, s>>>(a);
     return;
   }
-  ait::cuda::fail(cudaErrorInvalidValue, "k_eb29a8f122c41193: a row is longer than the kernel was built for");
+  ait::cuda::fail(cudaErrorInvalidValue, "k_ddd8620b71588adb: a row is longer than the kernel was built for");
 }
 
 }  // namespace
 
-AIT_KERNEL k_eb29a8f122c41193(void* const* p, const int64_t* d) {
+AIT_KERNEL k_ddd8620b71588adb(void* const* p, const int64_t* d) {
   Args a;
   a.in.x = static_cast<const XT*>(p[1]);
   a.in.rows = d[0];
@@ -193,5 +197,5 @@ AIT_KERNEL k_eb29a8f122c41193(void* const* p, const int64_t* d) {
   } else {
     launch<1, false>(a, s);
   }
-  AIT_CHECK_LAUNCH("k_eb29a8f122c41193 (layernorm)");
+  AIT_CHECK_LAUNCH("k_ddd8620b71588adb (layernorm)");
 }

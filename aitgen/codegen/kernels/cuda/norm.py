@@ -23,7 +23,7 @@ from ...lower import LowerContext, lowering
 from ...spec import KernelCall, KernelSpec
 from ..norm import c_float, prologue_params
 from .elementwise import BLOCKS_PER_SM, THREADS, pack_elems, static_multiple
-from .reduce import BLOCK_PER_SM, ROW_BLOCK, WARP_ROW_MAX
+from .reduce import BLOCK_PER_SM, ROW_BLOCK, WARP_ROW_MAX, warp_lanes
 
 BLOCK_ROW_MAX = 8192   # 16 values per thread of a 512-thread block in registers
 GROUP_BLOCK = 512      # groupnorm: threads per (sample, group)
@@ -58,8 +58,9 @@ def row_geometry(n: Dim, dtypes: list[DType]) -> dict:
 
     def items(cap: int, threads: int) -> int:  # values per thread, a multiple of vec
         return vec * ceil(min(n.upper, cap) / (threads * vec))
-    return dict(vec=vec, variants=variants, warp_max=WARP_ROW_MAX, block_max=BLOCK_ROW_MAX,
-                warp_items=items(WARP_ROW_MAX, 32), block_items=items(BLOCK_ROW_MAX, ROW_BLOCK), block=ROW_BLOCK,
+    tpr = warp_lanes(min(n.upper, WARP_ROW_MAX), vec)
+    return dict(vec=vec, variants=variants, warp_max=WARP_ROW_MAX, block_max=BLOCK_ROW_MAX, warp_tpr=tpr,
+                warp_items=items(WARP_ROW_MAX, tpr), block_items=items(BLOCK_ROW_MAX, ROW_BLOCK), block=ROW_BLOCK,
                 threads=THREADS, per_sm=BLOCKS_PER_SM, block_per_sm=BLOCK_PER_SM)
 
 

@@ -39,6 +39,15 @@ def row_variants(n: Dim, warp_max: int) -> list[str]:
     return out or ["warp"]
 
 
+def warp_lanes(n_max: int, vec: int) -> int:
+    """Lanes per row of a warp-per-row kernel: a power of two that covers n_max elements in packs
+    of vec, at most 32 (short rows share a warp: 16 lanes for softmax rows of 128 halves)."""
+    lanes = 1
+    while lanes < 32 and lanes * vec < n_max:
+        lanes *= 2
+    return lanes
+
+
 def _acc_type(op: str, ct: str) -> str:
     if op == "var":
         return "ait::Welford"
@@ -59,6 +68,7 @@ def reduce_call_cuda(ctx: LowerContext, op: str, x: Tensor, out: Tensor, axes: s
                            acc=_acc_type(op, ct), load_value=load(x.dtype, "(&v)", "0"), store=store(out.dtype, "VAL"),
                            correction=correction, vec=vec, item=x.dtype.itemsize,
                            variants=row_variants(n, WARP_ROW_MAX) if mode == "row" else [],
+                           warp_tpr=warp_lanes(min(n.upper, WARP_ROW_MAX), vec),
                            warp_max=WARP_ROW_MAX, threads=THREADS, block=ROW_BLOCK, per_sm=BLOCKS_PER_SM,
                            block_per_sm=BLOCK_PER_SM, col_x=COL_X, col_y=COL_Y)
     return KernelCall(spec, [out, x], list(sizes), label)

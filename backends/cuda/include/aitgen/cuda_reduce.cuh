@@ -117,12 +117,12 @@ __device__ __forceinline__ A block_reduce(A v, Op op, A identity) {
   return result;
 }
 
-// Reduction over the TPR threads that share a row: a warp (TPR == 32: shuffles only, no barrier)
-// or the whole block (TPR == blockDim.x).
+// Reduction over the TPR threads that share a row: aligned lanes of a warp (TPR <= 32, a power of
+// two: shuffles only, no barrier) or the whole block (TPR == blockDim.x).
 template <int TPR, typename A, typename Op>
 __device__ __forceinline__ A group_reduce(A v, Op op, A identity) {
-  if constexpr (TPR == 32) {
-    return warp_reduce(v, op);
+  if constexpr (TPR <= 32) {
+    return warp_reduce<TPR>(v, op);
   } else {
     return block_reduce(v, op, identity);
   }
