@@ -1,6 +1,7 @@
 """The model's run sequence as template parameters: storage of every tensor (input, output,
 constant or arena offset), the input-shape checks that bind the IntVars, the kernel calls, and the
-output shapes. backends/<b>/templates/model.cpp.j2 renders it."""
+output shapes. backends/<b>/templates/model<suffix>.j2 renders it (each includes the common
+backends/common/templates/run_sequence.inc.j2)."""
 from __future__ import annotations
 
 import json

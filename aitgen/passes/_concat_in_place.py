@@ -14,7 +14,9 @@ Two kinds of slice:
   at given strides may write one (lower.supports(target, kind, "strided_output"), plus the shape
   of write it can make: a GEMM writes rows, so its leading dims must fold into one row stride),
   and only when the concat is the part's one reader: any other reader would expect a dense
-  tensor. The plan records the strides (MemoryPlan.strided_writes) for the producer's lowering.
+  tensor. A part may be a reshape of the producer's result (ViT's patches: [B, 4, 4, H] conv
+  output seen as [B, 16, H] tokens) when the reshape has a strided form. The plan records each
+  tensor's strides (MemoryPlan.strided_writes) for the producer's lowering.
 """
 from __future__ import annotations
 
@@ -90,15 +92,38 @@ def place_concat_parts(graph: Graph, buf_of: dict, alignment: int,
             # Not a user buffer, not the output itself (a view of it), not a slice already.
             if delta is None or bx is None or bx is by or bx.parent is not None:
                 continue
-            if layout is not None and not (bx.tensors == [x] and x.users == [op] and op.inputs.count(x) == 1
-                                           and strided_ok(x, layout)):
-                continue  # strided: the producer writes it, and the concat alone reads it
+            members = None
+            if layout is not None:
+                members = class_strides(bx.tensors, x, op, layout)
+                if members is None or not strided_ok(bx.tensors[0], members[bx.tensors[0]]):
+                    continue  # strided: the producer writes it, and the concat alone reads it
             bx.parent, bx.delta = by, delta
             by.children.append(bx)
             placed.setdefault(y, {})[i] = delta
-            if layout is not None:
-                strided[x] = layout
+            if members is not None:
+                strided.update(members)
     return placed, strided
+
+
+def class_strides(tensors: list, x: Tensor, concat: Op, layout: tuple) -> Optional[dict[Tensor, tuple]]:
+    """The element strides of every tensor of x's view class when x lies at `layout`: x is its
+    class's last view (reshapes of the producer's result), each member read only by the next and x
+    by the concat alone (any other reader would expect a dense tensor); None when that is not so,
+    or a reshape on the way has no strided form."""
+    from .fuse_memory_ops import View, reshape_view
+    if tensors[-1] is not x or x.users != [concat] or concat.inputs.count(x) != 1:
+        return None
+    for a, b in zip(tensors, tensors[1:]):
+        if len(a.users) != 1 or b.producer is not a.users[0]:
+            return None
+    out = {x: tuple(layout)}
+    view = View(tuple(x.shape), tuple(layout), 0)
+    for t in reversed(tensors[:-1]):
+        view = reshape_view(view, t.shape)
+        if view is None:
+            return None
+        out[t] = tuple(view.strides)
+    return out
 
 
 def span(b) -> tuple[int, int]:
@@ -116,7 +141,7 @@ def place_children(b) -> None:
 
 def strided_writer(target: str) -> Callable[[Tensor, tuple], bool]:
     """Whether `target`'s kernel writes tensor x, the only result of its op (or of its member of a
-    grouped op), at the given element strides."""
+    grouped op), at the given element strides (in x's own shape)."""
     from ..codegen.lower import supports  # lazily: codegen imports the passes
     from ..ops.grouped import member_ops
     from ..ops.operand_views import StridedView, matrix_view

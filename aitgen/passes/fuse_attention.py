@@ -19,6 +19,14 @@ is one (a new permute otherwise), which fuse_memory_ops later folds into the ker
 
 The only difference from the op-by-op graph: a query row whose every key is masked out (all
 -inf) gives NaN there and zeros here. Scores are computed in float32 without per-op rounding.
+
+Guards that zero such rows are taken in with the rest, since the fused op already gives zeros
+there (see _row_guard): torch's decomposition of F.scaled_dot_product_attention and
+nn.MultiheadAttention writes `where(~any(s != -inf, -1, keepdim), 0, softmax(s))`, and torch's
+ONNX export of a bool-masked SDPA writes `where(isnan(softmax(s)), 0, softmax(s))`. With the
+first the fused op is exactly the guarded graph (zeros on the same rows, the same softmax
+elsewhere). With the second too for every input that is not itself NaN or infinite: softmax
+gives NaN on a row only when the row is all -inf or holds a NaN or +inf score.
 """
 from __future__ import annotations
 
@@ -35,6 +43,7 @@ from ..ir.tensor import Tensor
 from .. import ops
 from ..ops import attention as attention_ops
 from ..ops import view as view_ops
+from ..ops.registry import make_op1
 from ..options import CompileOptions
 from ._util import new_constant, output_ids, same_type
 
@@ -49,8 +58,10 @@ def _scalar(t: Tensor) -> Optional[float]:
     return float(v[0]) if np.all(v == v[0]) and np.isfinite(v[0]) else None
 
 
-def _only_reader(t: Tensor, op: Op, outs: set[int]) -> bool:
-    return len(t.users) == 1 and t.users[0] is op and id(t) not in outs
+def _only_reader(t: Tensor, op: Op, outs: set[int], also: tuple[Op, ...] = ()) -> bool:
+    """op is t's only reader (besides the ops in `also`) and t is no graph output."""
+    readers = [u for u in t.users if all(u is not a for a in also)]
+    return len(readers) == 1 and readers[0] is op and id(t) not in outs
 
 
 def _other(op: Op, t: Tensor) -> Tensor:
@@ -87,31 +98,47 @@ def _transposed(t: Tensor, outs: set[int]) -> Tensor:
 
 
 def _prescale(t: Tensor, consumer: Op, outs: set[int]) -> tuple[Tensor, float]:
-    """(x, c) when t = x * c for a scalar constant c read only by `consumer`, else (t, 1)."""
-    p = t.producer
-    if p is not None and p.kind is OpKind.MUL and _only_reader(t, consumer, outs):
+    """(views(x), c) when t = views(x * c) for a scalar constant c, where views is a chain of
+    permutes and reshapes (torch's MHA scales q and k before splitting the heads; a scalar
+    commutes with both) and each step is read only on the way to `consumer`; else (t, 1)."""
+    chain: list[Op] = []
+    cur, reader = t, consumer
+    while (cur.producer is not None and cur.producer.kind in (OpKind.PERMUTE, OpKind.RESHAPE)
+           and _only_reader(cur, reader, outs)):
+        reader = cur.producer
+        chain.append(reader)
+        cur = reader.inputs[0]
+    p = cur.producer
+    if p is not None and p.kind is OpKind.MUL and _only_reader(cur, reader, outs):
         for x, c in ((p.inputs[0], p.inputs[1]), (p.inputs[1], p.inputs[0])):
             s = _scalar(c)
-            if s is not None and same_type(x, t):
+            if s is not None and same_type(x, cur):
+                for view in reversed(chain):
+                    x = make_op1(view.kind, [x], view.attrs, view.name)
                 return x, s
     return t, 1.0
 
 
 def _match(sm: Op, outs: set[int]) -> Optional[tuple[Op, dict]]:
     probs = sm.outputs[0]
-    if sm.attrs.axis != probs.ndim - 1 or len(probs.users) != 1 or id(probs) in outs:
+    if sm.attrs.axis != probs.ndim - 1 or id(probs) in outs:
         return None
-    pv = probs.users[0]
-    if not _plain_product(pv) or pv.inputs[0] is not probs or pv.inputs[1] is probs:
+    guard = _row_guard(probs, sm.inputs[0], outs)
+    p, readers = guard if guard is not None else (probs, ())
+    if len(p.users) != 1 or id(p) in outs:
         return None
-    found = _walk(sm.inputs[0], sm, outs, {"scale": None, "add": None, "keep": None, "fill": None})
+    pv = p.users[0]
+    if not _plain_product(pv) or pv.inputs[0] is not p or pv.inputs[1] is p:
+        return None
+    found = _walk(sm.inputs[0], sm, outs, {"scale": None, "add": None, "keep": None, "fill": None}, readers)
     return None if found is None else (pv, found)
 
 
-def _walk(x: Tensor, consumer: Op, outs: set[int], found: dict) -> Optional[dict]:
+def _walk(x: Tensor, consumer: Op, outs: set[int], found: dict, also: tuple[Op, ...] = ()) -> Optional[dict]:
     """Walk from the softmax's operand back to the first product; `found` collects the mask and
-    the scale. At an add either operand may be the scores (the mask may be computed too)."""
-    if not _only_reader(x, consumer, outs) or x.producer is None:
+    the scale. At an add either operand may be the scores (the mask may be computed too).
+    `also`: a row guard's ops that may read the softmax's operand besides the softmax."""
+    if not _only_reader(x, consumer, outs, also) or x.producer is None:
         return None
     p = x.producer
     if _plain_product(p):
@@ -150,6 +177,99 @@ def _is_neg_inf(t: Tensor) -> bool:
         return False
     v = np.asarray(t.value, np.float64)
     return bool(np.all(np.isneginf(v)))
+
+
+def _is_zero(t: Tensor) -> bool:
+    return t.is_constant and t.dtype.is_float and t.value.size > 0 and not np.any(np.asarray(t.value))
+
+
+# -- guards that zero fully masked rows ---------------------------------------------------------
+# A guard condition is read as a predicate over the softmax operand s:
+#   ("elem", n)       element-wise: isneginf(s) xor n       (a bool, or 0/1 after a cast)
+#   ("row", q, n)     q in {"any", "all"} over s's last axis of isneginf(s) xor n
+# logical_not and `== 0` negate it (for rows by De Morgan: not any(x) = all(not x)); a cast of a
+# bool to a number and `!= 0` keep it; reduce_max / reduce_min over the last axis (keepdims) of 0/1
+# numbers are any / all. Nothing else is recognised, so the match cannot mistake another guard.
+
+def _negate(pred: tuple) -> tuple:
+    if pred[0] == "elem":
+        return ("elem", not pred[1])
+    return ("row", "all" if pred[1] == "any" else "any", not pred[2])
+
+
+def _reads(op: Op, t: Tensor) -> bool:
+    return any(i is t for i in op.inputs)
+
+
+def _predicate(t: Tensor, s: Tensor, consumer: Op, outs: set[int], seen: list[Op]) -> Optional[tuple[tuple, bool]]:
+    """(predicate, is_bool) of the guard tensor t, read only by `consumer`; walked ops go to seen."""
+    if not _only_reader(t, consumer, outs) or t.producer is None:
+        return None
+    p = t.producer
+    seen.append(p)
+    if p.kind is OpKind.EQUAL and _reads(p, s):  # s == -inf, element-wise
+        other = _other(p, s)
+        ok = other is not s and _is_neg_inf(other) and tuple(t.shape) == tuple(s.shape)
+        return (("elem", False), True) if ok else None
+    if p.kind is OpKind.LOGICAL_NOT:
+        r = _predicate(p.inputs[0], s, p, outs, seen)
+        return (_negate(r[0]), True) if r is not None and r[1] else None
+    if p.kind is OpKind.CAST:  # bool -> 0/1 number
+        r = _predicate(p.inputs[0], s, p, outs, seen)
+        return (r[0], False) if r is not None and r[1] and p.attrs.dtype != DType.bool else None
+    if p.kind in (OpKind.EQUAL, OpKind.NOT_EQUAL):  # x != 0 is x as a bool; x == 0 its negation
+        for x, c in ((p.inputs[0], p.inputs[1]), (p.inputs[1], p.inputs[0])):
+            if c.is_constant and _scalar(c) == 0 and x is not c:
+                r = _predicate(x, s, p, outs, seen)
+                if r is None:
+                    return None
+                return (r[0] if p.kind is OpKind.NOT_EQUAL else _negate(r[0])), True
+        return None
+    if p.kind in (OpKind.REDUCE_MAX, OpKind.REDUCE_MIN):
+        x = p.inputs[0]
+        if tuple(p.attrs.axes) != (s.ndim - 1,) or not p.attrs.keepdims or x.ndim != s.ndim:
+            return None
+        r = _predicate(x, s, p, outs, seen)
+        if r is None or r[1] or r[0][0] != "elem":
+            return None
+        return ("row", "any" if p.kind is OpKind.REDUCE_MAX else "all", r[0][1]), False
+    return None
+
+
+def _row_guard(probs: Tensor, s: Tensor, outs: set[int]) -> Optional[tuple[Tensor, tuple[Op, ...]]]:
+    """When softmax(s) = probs feeds only a guard that zeroes the rows the mask empties:
+    (the guarded probabilities, the guard's ops that read s), else None. Recognised:
+        where(all(s == -inf, -1, keepdim), 0, probs)    and    where(any(s != -inf, ...), probs, 0)
+    in any spelling _predicate reads (torch: where(~any(~(s == -inf)), 0, probs)), and
+        where(isnan(probs), 0, probs)                   (torch's ONNX export, bool masks)
+    On such rows the attention op gives zeros, and elsewhere the guard passes probs through."""
+    if id(probs) in outs:
+        return None
+    if len(probs.users) == 2:
+        nan = next((u for u in probs.users if u.kind is OpKind.ISNAN), None)
+        w = next((u for u in probs.users if u.kind is OpKind.WHERE), None)
+        if nan is None or w is None or not _only_reader(nan.outputs[0], w, outs):
+            return None
+        cond, zero, x = w.inputs
+        ok = cond is nan.outputs[0] and x is probs and _is_zero(zero) and same_type(w.outputs[0], probs)
+        return (w.outputs[0], ()) if ok else None
+    if len(probs.users) != 1 or probs.users[0].kind is not OpKind.WHERE:
+        return None
+    w = probs.users[0]
+    cond, a, b = w.inputs
+    if b is probs and a is not probs and _is_zero(a):
+        want = ("row", "all", False)   # where(row empty, 0, probs)
+    elif a is probs and b is not probs and _is_zero(b):
+        want = ("row", "any", True)    # where(row has a key, probs, 0)
+    else:
+        return None
+    if not same_type(w.outputs[0], probs):
+        return None
+    seen: list[Op] = []
+    r = _predicate(cond, s, w, outs, seen)
+    if r is None or not r[1] or r[0] != want:
+        return None
+    return w.outputs[0], tuple(op for op in seen if _reads(op, s))
 
 
 def _build(pv: Op, f: dict, outs: set[int]) -> Optional[Tensor]:

@@ -38,8 +38,8 @@ from ..ir.op import Op, OpKind
 from ..ir.tensor import Tensor
 from ..ops.registry import Category, get_opdef
 from ..options import CompileOptions
-from ._concat_in_place import (concat_slices, place_children, place_concat_parts, span, strided_slices,
-                               strided_writer)
+from ._concat_in_place import (class_strides, concat_slices, place_children, place_concat_parts, span,
+                               strided_slices, strided_writer)
 
 ALIGN = 64  # a cache line, and enough for AVX-512 and every GPU vector load
 
@@ -402,16 +402,19 @@ def check_plan(graph: Graph, plan: MemoryPlan) -> None:
             x = op.inputs[i] if 0 <= i < len(op.inputs) else None
             if deltas is None or x is None or deltas[i] != delta or id(x) not in unit_of:
                 fail(f"concat {op_label(op)}: part {i} is not a contiguous aligned slice at byte {delta}")
-            if layout is not None and (plan.strided_writes.get(x) != layout or x.users != [op]
-                                       or len(units[unit_of[id(x)]][0]) != 1):
-                fail(f"concat {op_label(op)}: part {i} ({x!r}) is not written alone at the output's strides")
+            if layout is not None:
+                members = units[unit_of[id(x)]][0]
+                want = class_strides(members, x, op, layout)
+                if want is None or any(plan.strided_writes.get(t) != st for t, st in want.items()):
+                    fail(f"concat {op_label(op)}: part {i} ({x!r}) is not written alone at the output's strides")
             u, v = unit_of[id(x)], unit_of[id(y)]
             if u in parent or u == v:
                 fail(f"concat {op_label(op)}: part {i} ({x!r}) is placed twice")
             if units[u][1] != units[v][1] + delta or units[u][1] + units[u][2] > units[v][1] + units[v][2]:
                 fail(f"concat {op_label(op)}: part {i} ({x!r}) is not at its slice of {y!r}")
             parent[u] = v
-    placed = {id(y.producer.inputs[i]) for y, parts in plan.concat_in_place.items() for i in parts}
+    placed = {id(t) for y, parts in plan.concat_in_place.items() for i in parts
+              for t in units[unit_of[id(y.producer.inputs[i])]][0]}
     for x in plan.strided_writes:
         if id(x) not in placed:
             fail(f"{x!r} is recorded as written at strides but is no concat part placed in place")

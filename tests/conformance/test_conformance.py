@@ -1,7 +1,8 @@
 """The ONNX node-test conformance run as a test: nothing silently skipped, no new failures.
 
 Default tier: every case is imported (unsupported ones must carry the UnsupportedOpError message)
-and SUBSET_PER_OP imported cases per op type are built and run on the CPU. Slow tier: all cases,
+and every imported case is checked through the numpy oracle; SUBSET_PER_OP imported cases per op
+type are also built and run on the CPU. Slow tier: all cases,
 with onnxruntime beside them. Both require that every case passes, fails with a reason recorded
 in known_failures.json, or is unsupported with a message; the slow tier also checks the pass
 floor and that our pass rate on the covered cases is at least onnxruntime's on the same cases.
@@ -38,6 +39,12 @@ def _check_every_case(result: dict) -> None:
         elif st == "fail":
             if name not in KNOWN["cases"]:
                 bad.append(f"{name}: new failure: {r.get('reason', '')[:300]}")
+        elif st == "not_built":  # the default tier builds a subset; the rest is checked by the oracle
+            # (16-bit cases where the oracle's per-op rounding misses a tolerance the CPU build
+            # meets are recorded with that oracle result; anything else is new)
+            was = RECORDED["records"].get(name, {}).get("oracle")
+            if r.get("oracle") != "pass" and name not in KNOWN["cases"] and r.get("oracle") != was:
+                bad.append(f"{name}: the oracle disagrees: {r.get('oracle', '')[:300]}")
         elif st != "pass":
             bad.append(f"{name}: status {st!r} (neither pass, fail nor unsupported)")
     assert not bad, "\n".join(bad)
@@ -50,9 +57,10 @@ def test_conformance_subset():
     assert s["cases"] == RECORDED["summary"]["cases"], "every generated case is accounted for"
     # No case that passes in the recorded full run may fail here.
     regressed = [n for n, r in result["records"].items()
-                 if r["status"] != "pass" and RECORDED["records"].get(n, {}).get("status") == "pass"]
+                 if r["status"] in ("fail", "unsupported") and RECORDED["records"].get(n, {}).get("status") == "pass"]
     assert not regressed, f"passed in the recorded run, not now: {regressed}"
-    assert s["passed"] >= 0.9 * s["covered_cases"]
+    built = s["covered_cases"] - s["not_built"]
+    assert built >= s["op_types_covered"] and s["passed"] >= built - len(KNOWN["cases"])
 
 
 @pytest.mark.slow

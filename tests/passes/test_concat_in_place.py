@@ -136,6 +136,22 @@ def test_forged_records_are_rejected():
         check_plan(g, dataclasses.replace(p, strided_writes={T(g, "t"): p.strided_writes[T(g, "t")]}))
 
 
+def test_vit_tokens_with_a_batch_are_written_at_strides():
+    inputs, outputs = aitgen.models.get("vit_b16", batch=2, image_size=32, patch=8, layers=1, hidden=32,
+                                        heads=2, mlp=64)
+    opts = CompileOptions()
+    g = memory_planning(run_pipeline(Graph.from_outputs(outputs, inputs=list(inputs.values())), opts), opts)
+    p = g.annotations["memory_plan"]
+    check_plan(g, p)
+    (concat,) = [op for op in g.ops if op.kind.value == "concat"]
+    patches = concat.inputs[1]
+    conv = patches.producer.inputs[0]  # patches is a reshape of the conv's [2, 4, 4, 32]
+    assert p.concat_in_place == {concat.outputs[0]: {1: 32 * 4}}
+    assert [str(d) for d in p.strided_writes[patches]] == ["544", "32", "1"]     # 17 tokens of 32
+    assert [str(d) for d in p.strided_writes[conv]] == ["544", "128", "32", "1"]
+    assert_simulation_matches(g, p)
+
+
 def test_vit_class_token_copies_only_the_token():
     inputs, outputs = aitgen.models.get("vit_b16", image_size=32, patch=8, layers=1, hidden=32, heads=2, mlp=64)
     opts = CompileOptions()

@@ -214,10 +214,10 @@ def expr_kernel(expr, outs, ins, views=None, out_strides=None) -> tuple[dict, li
 
     `views[i]` (a StridedView, or None) reads operand i as a window of its tensor: its strides and
     offset go into the dims. `out_strides`: the strides the (one) output is written at, where it is
-    a strided slice of a concat (memory_planning), innermost 1. Dims: the merged output dims; then
-    the outer strides of each strided operand; then the output's outer strides; then, per strided
-    operand whose innermost stride is neither 0 nor 1, that stride; then the element offset of each
-    operand read at one.
+    a strided slice of a concat (memory_planning). Dims: the merged output dims; then the outer
+    strides of each strided operand; then the output's outer strides (and its innermost one, where
+    that is not 1); then, per strided operand whose innermost stride is neither 0 nor 1, that
+    stride; then the element offset of each operand read at one.
     """
     out_shape = tuple(outs[0].shape)
     views = list(views) if views is not None else [None] * len(ins)

@@ -1,4 +1,4 @@
-"""ONNX Attention (opset 23+), decomposed into bmm, softmax and element-wise ops.
+"""ONNX Attention (opset 23+), decomposed into bmm, softmax and element-wise ops; RotaryEmbedding.
 
   Y = softmax(softcap(Q*sqrt(s) @ (K*sqrt(s))^T) + bias) @ V
 with the bias the sum of the attention mask (bool masks become 0 / -inf), the causal mask
@@ -125,3 +125,47 @@ def _attention(ctx: NodeContext):
     if qk_out is None:
         raise ctx.malformed(f"qk_matmul_output_mode {mode} is not 0..3")
     return [y, present_k, present_v, qk_out][:ctx.num_outputs]
+
+
+@onnx_op("RotaryEmbedding", min_opset=23)
+def _rotary(ctx: NodeContext):
+    """x rotated pairwise by (cos, sin) of its position, on the first rotary_embedding_dim dims of
+    each head: (x1, x2) -> (cos x1 - sin x2, sin x1 + cos x2), the pairs being the two halves of
+    those dims, or (interleaved) even and odd ones. Positions index the caches through a gather."""
+    x = ctx.input(0, "X")
+    cos, sin = ctx.input(1, "cos_cache"), ctx.input(2, "sin_cache")
+    if not x.dtype.is_float or cos.dtype != x.dtype or sin.dtype != x.dtype:
+        raise ctx.unsupported(f"RotaryEmbedding over {x.dtype} with {cos.dtype}/{sin.dtype} caches")
+    if x.ndim == 4:
+        xs = ops.permute(x, [0, 2, 1, 3])  # [B, S, H, D]
+    elif x.ndim == 3:
+        xs = _heads(ctx, x, ctx.attr("num_heads", None), "X")  # [B, H, S, D]
+        xs = ops.permute(xs, [0, 2, 1, 3])
+    else:
+        raise ctx.malformed(f"X must be 3-D or 4-D, got rank {x.ndim}")
+    d = _static(ctx, xs.shape[3], "the head size")
+    rd = int(ctx.attr("rotary_embedding_dim", 0)) or d
+    if rd % 2 or rd > d:
+        raise ctx.malformed(f"rotary_embedding_dim {rd} must be even and at most the head size {d}")
+    if ctx.has_input(3):
+        pos = ctx.input(3, "position_ids")
+        cos, sin = ops.gather(cos, pos, 0), ops.gather(sin, pos, 0)  # [B, S, rd/2]
+    if cos.ndim != 3 or cos.shape[-1] != rd // 2:
+        raise ctx.malformed(f"the caches must give [B, S, {rd // 2}], got {list(map(str, cos.shape))}")
+    cos, sin = ops.unsqueeze(cos, [2]), ops.unsqueeze(sin, [2])  # over the heads
+    rot = ops.slice(xs, [0], [rd], [3])
+    if ctx.attr("interleaved", 0):
+        x1, x2 = ops.slice(rot, [0], [rd], [3], [2]), ops.slice(rot, [1], [rd], [3], [2])
+    else:
+        x1, x2 = ops.slice(rot, [0], [rd // 2], [3]), ops.slice(rot, [rd // 2], [rd], [3])
+    real = ops.sub(ops.mul(cos, x1), ops.mul(sin, x2))
+    imag = ops.add(ops.mul(sin, x1), ops.mul(cos, x2))
+    if ctx.attr("interleaved", 0):
+        pairs = ops.concat([ops.unsqueeze(real, [4]), ops.unsqueeze(imag, [4])], 4)
+        rot = ops.reshape(pairs, list(rot.shape))
+    else:
+        rot = ops.concat([real, imag], 3)
+    y = rot if rd == d else ops.concat([rot, ops.slice(xs, [rd], [d], [3])], 3)
+    if x.ndim == 4:
+        return ops.permute(y, [0, 2, 1, 3])
+    return ops.reshape(y, list(x.shape))

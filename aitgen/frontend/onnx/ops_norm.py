@@ -15,7 +15,7 @@ import numpy as np
 
 from ... import ops
 from ...ir.tensor import Tensor, constant
-from .ops_nn import as_input, float_input, like, norm_axis
+from .ops_nn import float_input, like, norm_axis
 from .registry import NodeContext, onnx_op
 
 

@@ -83,3 +83,18 @@ def test_channel_concat_parts_written_at_strides(tmp_path, dtype):
         feeds = {"img": rand((size, 5, 5, ch), dtype), "z": rand((size, 5, 5, kk), dtype),
                  "wz": rand((kk, ch), dtype), "row": rand((size, 5, 5, 1), dtype)}
         check(model.run(feeds), ag.reference.run(outs, feeds), tol)
+
+
+def test_vit_tokens_with_a_batch(tmp_path):
+    # [B, 1, H] class tokens + [B, 16, H] patches: inner-axis slices once B > 1. The conv writes its
+    # patches at the tokens' strides (its [B, 4, 4, H] result seen as [B, 16, H]), the class token's
+    # broadcast copy writes its rows: the concat launches nothing.
+    batch = ag.IntVar("batch", 1, 4)
+    inputs, outputs = ag.models.get("vit_b16", batch=batch, image_size=32, patch=8, layers=1, hidden=32,
+                                    heads=2, mlp=64, num_classes=10)
+    model = ag.compile_model(outputs, target="cpu", workdir=tmp_path / "m")
+    report = json.loads((tmp_path / "m" / "report.json").read_text())
+    assert not any(k["op"].startswith("tokens") for k in report["kernels"]), report["kernels"]
+    for b in (1, 3):
+        feeds = {"x": rand((b, 32, 32, 3))}
+        check(model.run(feeds), ag.reference.run(outputs, feeds))

@@ -149,22 +149,40 @@ inline void launch(const Cfg& cfg, const std::function<void()>& body) {
   current_block() = nullptr;
 }
 
+// Every lane publishes v, then reads the value of lane `src_lane` (of its own warp).
 template <typename T>
-T shfl_xor(T v, int mask, int width) {
+T shuffle(T v, int src_lane) {
   static_assert(sizeof(T) <= sizeof(uint64_t), "shuffle of a value wider than 8 bytes");
   Block* b = current_block();
   const size_t self = b->cur;
   const int lane = me().lane;
-  if (mask >= width) throw std::runtime_error("emulated shuffle: lane mask beyond the width");
   std::memcpy(&b->slots[self], &v, sizeof(T));
   wait(kWaitWarp);
-  const size_t src = self - lane + (lane ^ mask);
-  if (src >= b->fibers.size() || b->fibers[src].state == kDone)
-    throw std::runtime_error("emulated shuffle: the source lane has exited");
+  const size_t src = self - lane + src_lane;
+  if (src_lane < 0 || src_lane >= 32 || src >= b->fibers.size() || b->fibers[src].state == kDone)
+    throw std::runtime_error("emulated shuffle: the source lane does not exist or has exited");
   T r;
   std::memcpy(&r, &b->slots[src], sizeof(T));
   wait(kWaitWarp);
   return r;
+}
+
+// The lane-index rules of __shfl_xor_sync, __shfl_up_sync and __shfl_sync for a width (a power of
+// two) that splits the warp into segments.
+template <typename T>
+T shfl_xor(T v, int mask, int width) {
+  if (mask >= width) throw std::runtime_error("emulated shuffle: lane mask beyond the width");
+  return shuffle(v, me().lane ^ mask);
+}
+template <typename T>
+T shfl_up(T v, unsigned delta, int width) {
+  const int lane = me().lane;
+  return shuffle(v, lane % width >= static_cast<int>(delta) ? lane - static_cast<int>(delta) : lane);
+}
+template <typename T>
+T shfl_idx(T v, int src, int width) {
+  const int lane = me().lane;
+  return shuffle(v, lane - lane % width + src % width);
 }
 
 }  // namespace ait_emu
@@ -177,6 +195,10 @@ T shfl_xor(T v, int mask, int width) {
 inline void __syncthreads() { ::ait_emu::wait(::ait_emu::kWaitBlock); }
 template <typename T>
 T __shfl_xor_sync(unsigned, T v, int mask, int width = 32) { return ::ait_emu::shfl_xor(v, mask, width); }
+template <typename T>
+T __shfl_up_sync(unsigned, T v, unsigned delta, int width = 32) { return ::ait_emu::shfl_up(v, delta, width); }
+template <typename T>
+T __shfl_sync(unsigned, T v, int src, int width = 32) { return ::ait_emu::shfl_idx(v, src, width); }
 inline unsigned atomicCAS(unsigned* p, unsigned compare, unsigned value) {
   const unsigned old = *p;
   if (old == compare) *p = value;

@@ -128,6 +128,7 @@ def family_cases(dt: str, any_length_rows: bool = True) -> dict:
         "sum": ops.reduce_sum(x, axes=[2]), "mean": ops.reduce_mean(x, axes=[1]), "var": ops.reduce_var(x, axes=[0, 2]),
         "max": ops.reduce_max(xs, axes=[1]), "min": ops.reduce_min(x, axes=[0]), "prod": ops.reduce_prod(xo, axes=[1]),
         "argmax": ops.argmax(x, axis=2), "argmin": ops.argmin(x, axis=1, select_last_index=True),
+        "cumsum": ops.cumsum(x, axis=2, exclusive=True), "cumprod": ops.cumprod(x, axis=1, reverse=True),
         "maxpool": ops.max_pool2d(img, 3, 2, 1), "avgpool": ops.avg_pool2d(img, 3, 2, 1, count_include_pad=False),
         "gap": ops.global_avg_pool(img),
         "bn": ops.batchnorm(img, *[t([24], f"bn{i}") for i in range(4)]),
@@ -144,7 +145,7 @@ def int_cases() -> dict:
     m = ag.Tensor([6, 10, 10, 8], dtype="int32", name="mi")
     return {"isum": ops.reduce_sum(x, axes=[1]), "imax": ops.reduce_max(x, axes=[0]), "iarg": ops.argmax(x, axis=1),
             "iperm": ops.permute(x, [1, 0]), "ipool": ops.max_pool2d(m, 2, 2), "iew": x * 3 + 1,
-            "ipad": ops.pad(x, [(0, 0), (1, 1)], value=-7)}
+            "ipad": ops.pad(x, [(0, 0), (1, 1)], value=-7), "icumsum": ops.cumsum(x, axis=1)}
 
 
 # -- coverage and decisions -------------------------------------------------------------------------
@@ -188,8 +189,10 @@ def test_elementwise_packs_pairs_and_fallbacks():
 def test_row_kernel_variants_follow_the_row_bounds():
     geo = lambda n: cuda_norm.row_geometry(n if isinstance(n, ag.IntVar) else ag.IntImm(n), [DType.float16])
     g = geo(768)
-    assert g["variants"] == ["warp"] and g["vec"] == 8 and g["warp_items"] == 24
-    assert geo(13)["vec"] == 1 and geo(13)["warp_items"] == 1
+    assert g["variants"] == ["warp"] and g["vec"] == 8 and g["warp_items"] == 24 and g["warp_tpr"] == 32
+    g = geo(128)  # attention-score rows: 16 lanes of 8 halves each, two rows per warp
+    assert g["warp_tpr"] == 16 and g["warp_items"] == 8
+    assert geo(13)["vec"] == 1 and geo(13)["warp_tpr"] == 16 and geo(13)["warp_items"] == 1
     assert geo(4096)["variants"] == ["block"] and geo(4096)["block_items"] == 8
     assert geo(ag.IntVar("n", 1, 100000))["variants"] == ["warp", "block", "stream"]
     assert geo(ag.IntVar("n", 2000, 3000))["variants"] == ["block"]

@@ -8,7 +8,8 @@ two-pass row kernels of one build. Each model runs for two or three bindings of 
 
 Tolerances, against the float32 oracle on the same (rounded) inputs, as
 |got - ref| <= rtol * |ref| + rtol * max|ref| (the second term for values that cancel to near 0):
-- float32: 1e-5 (float32 accumulation in trees of partial sums; device libm within 4 ulp);
+- float32: 1e-5 (float32 accumulation in trees of partial sums; device libm within 4 ulp); scans
+  (float32 only: the oracle scans 16-bit types in their own precision) likewise;
   every element-wise kind: 2e-5 (CUDA's tanf/powf/... are within a few ulp, sums of two such);
 - float16: 2e-3 and bfloat16: 1.6e-2 (float32 compute, one rounding of the result, as the oracle);
 - memory ops, gather, max/min, max pooling, arg-reductions and integer results: exact;
@@ -202,6 +203,10 @@ def case_reductions(dt):
         "argmax": ops.argmax(x, axis=2), "argmin_mid": ops.argmin(x, axis=1, select_last_index=True),
         "argmax_long": ops.argmax(xs, axis=1),
     })
+    if dt == "float32":  # the oracle scans 16-bit types in their own precision (numpy's dtype=)
+        c.outs.update({"cumsum_last": ops.cumsum(xo, axis=2), "cumsum_rows": ops.cumsum(xs, axis=1, exclusive=True),
+                       "cumprod_mid": ops.cumprod(xo, axis=1, reverse=True),
+                       "cumsum_rev_excl": ops.cumsum(x, axis=2, exclusive=True, reverse=True)})
     c.exact |= {"max_long", "min_col", "argmax", "argmin_mid", "argmax_long"}
     return c, [{"b": 2, "s": 100}, {"b": 1, "s": 3001}, {"b": 3, "s": 12000}], None
 
@@ -212,7 +217,8 @@ def case_integer_reductions(dt):
     x = c.t("x", [b, 33, 40], "int32", make=lambda s: c.rng.integers(-3, 4, size=s).astype(np.int32))
     c.outs.update({"sum": ops.reduce_sum(x, axes=[1]), "max": ops.reduce_max(x, axes=[2]), "min": ops.reduce_min(x, axes=[0]),
                    "argmax_first": ops.argmax(x, axis=2), "argmax_last": ops.argmax(x, axis=2, select_last_index=True),
-                   "argmin_col": ops.argmin(x, axis=1)})
+                   "argmin_col": ops.argmin(x, axis=1), "cumsum": ops.cumsum(x, axis=2),
+                   "cumprod_excl": ops.cumprod(x, axis=1, exclusive=True)})
     c.exact |= set(c.outs)
     return c, [{"b": 3}, {"b": 8}], None
 
@@ -229,12 +235,13 @@ def case_softmax(dt):
     xs = c.t("xs", [3, s], dt, -30.0, 30.0)
     xo = c.t("xo", [b, 5, 13], dt)
     big = c.t("big", [b, 7, 768], dt, -60.0, 60.0)  # exp would overflow without the maximum
+    scores = c.t("scores", [b, 3, 5, 128], dt, -8.0, 8.0)  # attention-like rows: 16 lanes of a warp each
     c.outs.update({
         # small factors only in a prologue: the oracle rounds x * k to the storage type (it runs
         # the op before fusion), the fused kernel does not
         "last_prologue": ops.softmax(x * 0.125 + mask, axis=-1), "last": ops.softmax(big, axis=-1),
         "rows_any": ops.softmax(xs, axis=-1), "odd": ops.softmax(xo, axis=-1), "mid_axis": ops.softmax(x + r, axis=1),
-        "first_axis": ops.softmax(xo, axis=0),
+        "first_axis": ops.softmax(xo, axis=0), "short_rows": ops.softmax(scores, axis=-1),
     })
     return c, [{"b": 2, "s": 100}, {"b": 1, "s": 3001}, {"b": 3, "s": 12000}], None
 

@@ -3,7 +3,8 @@
 What the node-test conformance run does not exercise is here: constant weights (transposed at
 import), dynamic batch dims through convs and pools, pads beyond half a window, Gemm's
 alpha/beta/transposes with a constant B, legacy (opset < 13) softmax coercion, Resize with constant
-scales/sizes, GQA attention with a past cache, losses with class weights and ignore_index.
+scales/sizes, GQA attention with a past cache, rotary embeddings, losses with class weights and
+ignore_index.
 Tolerances: onnx_cases.py (float32 rtol 1e-5 / atol 1e-6; integers exact), except Resize cubic and
 LRN / LpPool (pow), compared by the CPU check at the same tolerance as well.
 """
@@ -101,6 +102,10 @@ def _cases():
         case("attention_3d", "Attention",
              [In("q", rand((2, 3, 8))), In("k", rand((2, 5, 8), seed=2)), In("v", rand((2, 5, 4), seed=3))],
              {"q_num_heads": 2, "kv_num_heads": 2, "scale": 0.3}, opset=23),
+        case("rotary_interleaved", "RotaryEmbedding",
+             [In("x", rand((2, 3, 4, 8))), In("c", rand((6, 3), seed=2)), In("s", rand((6, 3), seed=3)),
+              In("p", np.array([[0, 1, 2, 3], [5, 4, 3, 2]], I64))],
+             {"interleaved": 1, "rotary_embedding_dim": 6}, opset=23),
         case("nll_weight_ignore", "NegativeLogLikelihoodLoss",
              [In("x", rand((3, 4, 2))), In("t", np.array([[0, 3], [1, 1], [2, 0]], I64)), In("w", rand((4,), 0.5, 1, seed=2), True)],
              {"ignore_index": 1}, opset=13),

@@ -69,6 +69,11 @@ def _pair(expr, in_dtypes, out_dtypes) -> Optional[dict]:
 
 def lower_expr_cuda(expr, outs, ins, ctx: LowerContext, label: str) -> list[KernelCall]:
     """One kernel evaluating `expr` over `ins` into `outs` (all of the outputs' shape)."""
+    # Writes at a concat's strides (memory_planning) come only to lowerings that declare the
+    # "strided_output" feature; these write dense results.
+    if any(o in getattr(ctx.plan, "strided_writes", {}) for o in outs):
+        raise UnsupportedOpError(f"{label}: the memory plan asks for a strided result, which the CUDA "
+                                 "element-wise kernel does not write")
     out_shape = tuple(outs[0].shape)
     in_dtypes = [t.dtype for t in ins]
     cpp = expr_cpp(expr, in_dtypes, qualifier="AIT_HD")

@@ -1,5 +1,6 @@
-"""CUDA reductions (sum, mean, max, min, var, prod; global average pooling) and arg-reductions
-(argmax, argmin) -> one kernel each (backends/cuda/templates/reduce.cu.j2, arg_reduce.cu.j2).
+"""CUDA reductions (sum, mean, max, min, var, prod; global average pooling), arg-reductions
+(argmax, argmin) and scans (cumsum, cumprod) -> one kernel each (backends/cuda/templates/
+reduce.cu.j2, arg_reduce.cu.j2, scan.cu.j2).
 
 The loop shape is the CPU lowering's (codegen/kernels/reduce.py reduce_plan): x as groups of kept
 and reduced dims; "row" when the last group is reduced (each output reduces a contiguous run,
@@ -7,11 +8,13 @@ possibly several), "col" when it is kept (adjacent outputs read adjacent element
 take one warp each while they have at most WARP_ROW_MAX elements, one block beyond (both kernels
 are built when the size is dynamic and the host code picks by the bound size). Sums accumulate in
 float32 (a tree of partial sums: lanes, then warps), integers in their unsigned type (wrapping as
-the oracle's fixed-width sum does), variance as Welford states.
+the oracle's fixed-width sum does), variance as Welford states. Arg-reductions and scans keep the
+CPU lowering's [outer, n, inner] view: a thread per column walks the axis, or, where the axis is
+the contiguous one, a warp per row (shuffles merge candidates / scan 32-element chunks).
 """
 from __future__ import annotations
 
-from ....ir.dims import Dim, prod
+from ....ir.dims import Dim, IntImm, prod
 from ....ir.dtype import DType
 from ....ir.op import Op, OpKind
 from ....ir.tensor import Tensor
@@ -90,4 +93,16 @@ def lower_arg_reduce(op: Op, ctx: LowerContext) -> list[KernelCall]:
                            last=bool(op.attrs.select_last_index), t=STORAGE[x.dtype], ct=COMPUTE[x.dtype],
                            load_value=load(x.dtype, "(&v)", "0"), threads=THREADS, per_sm=BLOCKS_PER_SM)
     dims = [prod(x.shape[:ax]), x.shape[ax], prod(x.shape[ax + 1:])]
+    return [KernelCall(spec, [out, x], dims, op.name or op.kind.value)]
+
+
+@lowering("cuda", OpKind.CUMSUM, OpKind.CUMPROD)
+def lower_scan(op: Op, ctx: LowerContext) -> list[KernelCall]:
+    x, out = op.inputs[0], op.outputs[0]
+    ax = op.attrs.axis
+    spec = KernelSpec.make(ctx.template("scan.cu.j2"), op="sum" if op.kind is OpKind.CUMSUM else "prod",
+                           exclusive=bool(op.attrs.exclusive), reverse=bool(op.attrs.reverse), t=STORAGE[x.dtype],
+                           ct=COMPUTE[x.dtype], load_value=load(x.dtype, "(&v)", "0"), store=store(out.dtype, "VAL"),
+                           threads=THREADS, per_sm=BLOCKS_PER_SM)
+    dims = [prod(x.shape[:ax]), x.shape[ax] if x.ndim else IntImm(1), prod(x.shape[ax + 1:])]
     return [KernelCall(spec, [out, x], dims, op.name or op.kind.value)]
