@@ -106,10 +106,10 @@ def main(argv=None) -> int:
                     ref = torch.matmul(a[0], b).float()
                     entry["max_rel_diff_vs_torch"] = float((got - ref).abs().max() / ref.abs().max())
                     entry["configs"] = configs
-                ms[("aitgen", rep)] = median_ms(lambda: model.run(feeds), torch.cuda.synchronize, args.iters,
+                ms[("aitgen", rep)] = median_ms(lambda mdl=model, f=feeds: mdl.run(f), torch.cuda.synchronize, args.iters,
                                                 args.rounds)
                 model.close()
-                ms[("torch", rep)] = median_ms(lambda r=rep: [torch.matmul(a[i], b) for i in range(r)],
+                ms[("torch", rep)] = median_ms(lambda r=rep, a=a, b=b: [torch.matmul(a[i], b) for i in range(r)],
                                                torch.cuda.synchronize, args.iters, args.rounds)
             flop = 2.0 * m * n * k
             for who in ("aitgen", "torch"):

@@ -14,6 +14,7 @@ from .constant_folding import constant_folding
 from .convert_precision import convert_precision
 from .dedup import dedup
 from .fold_batchnorm import fold_batchnorm
+from .fold_gemm_bias import fold_gemm_bias
 from .fuse_attention import fuse_attention
 from .fuse_memory_ops import fuse_memory_ops
 from .fuse_parallel_gemms import fuse_parallel_gemms
@@ -21,6 +22,10 @@ from .fuse_conv_elementwise import fuse_conv_elementwise
 from .fuse_elementwise import fuse_elementwise
 from .fuse_norm_elementwise import fuse_norm_elementwise
 from .fuse_mm_elementwise import fuse_mm_elementwise
+from .merge_view_chains import merge_view_chains
+from .gather_to_slice import gather_to_slice
+from .match_gelu import match_gelu
+from .match_norms import match_norms
 from .group_ops import group_ops
 from .name_graph import name_graph
 from .remove_no_ops import remove_no_ops
@@ -42,6 +47,15 @@ PIPELINE: list[PassFn] = [
     # before fold_batchnorm: the importer's NCHW <-> NHWC permute pairs around element-wise ops
     # cancel here, so conv -> permute -> permute -> batchnorm is conv -> batchnorm for the fold.
     sink_permutes,
+    # After constant_folding (ONNX Constant indices are constants by then) and before
+    # fuse_attention and fuse_memory_ops, which see through slices but not gathers: x[:, 0] and
+    # qkv[i] imported as Gather become slices that fold into their consumer's strided reads.
+    gather_to_slice,
+    # After constant_folding (eps, sqrt(2) and a Pow's exponent are constants then) and before the
+    # epilogue, element-wise and norm fusions, which would take the pieces of a layer norm or GELU
+    # that an exporter wrote out op by op (ONNX below opset 17 / 20) into generic expressions.
+    match_norms,
+    match_gelu,
     # Before dedup: merging two identical convs that feed different batchnorms would give the conv
     # a second reader, and the single-reader rule would then block both folds.
     fold_batchnorm,
@@ -59,10 +73,18 @@ PIPELINE: list[PassFn] = [
     # fuse_mm_elementwise / fuse_elementwise, which would take the scale, mask add and softmax
     # input apart into epilogues and element-wise groups that no longer look like attention.
     fuse_attention,
+    # After fuse_attention (a scores GEMM plus a mask over keys stays an add for its matcher) and
+    # before fuse_parallel_gemms: an imported MatMul + Add is then a GEMM with its bias, which
+    # packs with its Q/K/V siblings as the native Linear does.
+    fold_gemm_bias,
     # Before fuse_mm_elementwise: it merges plain GEMMs (+ bias), and an epilogue fused first would
     # make Q, K and V differ. After fuse_attention: it only packs GEMMs whose parts the attention
     # reads through views, so the attention op must exist.
     fuse_parallel_gemms,
+    # After fuse_attention, which matches the head split/merge permutes where the model put them,
+    # and before sink_reshapes and fuse_memory_ops: a permute -> reshape -> permute chain that an
+    # importer wrote (ViT's patch flatten from ONNX) is then one reshape (a view) or one permute.
+    merge_view_chains,
     # Before the epilogue and element-wise fusions: gemm -> reshape -> gelu is then gemm -> gelu ->
     # reshape, and the GEMM takes the gelu as its epilogue. After fuse_attention, whose patterns
     # are written with the reshapes where the user put them.
@@ -114,6 +136,6 @@ def optimize(outputs_or_graph: "Outputs | Graph", opts: Optional[CompileOptions]
 
 
 __all__ = ["PIPELINE", "PassFn", "PassRecord", "run_pipeline", "optimize", "toposort", "remove_unused",
-           "constant_folding", "fold_batchnorm", "convert_precision", "remove_no_ops", "dedup", "fuse_attention", "fuse_parallel_gemms",
-           "fuse_memory_ops", "sink_permutes", "sink_reshapes", "fuse_conv_elementwise",
+           "constant_folding", "fold_batchnorm", "fold_gemm_bias", "convert_precision", "remove_no_ops", "dedup", "fuse_attention", "fuse_parallel_gemms",
+           "fuse_memory_ops", "gather_to_slice", "match_gelu", "match_norms", "merge_view_chains", "sink_permutes", "sink_reshapes", "fuse_conv_elementwise",
            "fuse_mm_elementwise", "fuse_elementwise", "fuse_norm_elementwise", "group_ops", "name_graph"]

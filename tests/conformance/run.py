@@ -178,9 +178,9 @@ def run(ops=None, use_subset: bool = False, with_ort: bool = True, log=print) ->
                for c in built if records[c.name]["status"] == "pending"]
     log(f"{len(cases)} cases, {len(pending)} imported ({t_import:.1f} s); building")
     with tempfile.TemporaryDirectory(prefix="aitgen_conf_") as tmp:
-        built = build_and_run(pending, Path(tmp), log)
+        outcome = build_and_run(pending, Path(tmp), log)
     t_build = time.perf_counter() - t0 - t_import
-    for name, r in built.items():
+    for name, r in outcome.items():
         records[name].update(r)
     if with_ort:
         for c in built:

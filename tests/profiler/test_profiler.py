@@ -89,7 +89,6 @@ def _problem(m):
 def test_dispatch_merges_buckets_and_prefers_the_cache(tmp_path):
     p = _problem(IntVar("b", 1, 4096))
     heur = select.dispatch(p, "sm_90a", None, "4.2.0.0")
-    names = [c["name"] for c in heur]
     assert all(a["name"] != b["name"] for a, b in zip(heur, heur[1:]))
     assert heur[-1]["max_m"] is None and all(c["max_m"] is not None for c in heur[:-1])
     bounds = [c["max_m"] for c in heur[:-1]]
