@@ -95,6 +95,7 @@ class OpKind(enum.Enum):
     ARGMIN = "argmin"
     CUMSUM = "cumsum"
     CUMPROD = "cumprod"
+    TOPK = "top_k"
     # views and memory ops
     RESHAPE = "reshape"
     PERMUTE = "permute"

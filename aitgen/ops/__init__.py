@@ -13,4 +13,5 @@ from .pool import *  # noqa: F401,F403
 from .reduce import *  # noqa: F401,F403
 from .scan import *  # noqa: F401,F403
 from .softmax import *  # noqa: F401,F403
+from .topk import *  # noqa: F401,F403
 from .view import *  # noqa: F401,F403

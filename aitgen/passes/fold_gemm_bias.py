@@ -11,8 +11,10 @@ packed QKV GEMM. With the bias inside, the imported projections pack the same wa
 
 for a GEMM without bias, epilogue or operand views whose result only this add reads (and is no
 graph output), and b of the GEMM's dtype with shape [N] or [1, .., 1, N] that does not grow the
-result (b' is b seen as [N]: a new constant, or a reshape, a view). Exact: the GEMM reference adds
-its bias to the product as the add did (float addition commutes).
+result (b' is b seen as [N]: a new constant, or a reshape, a view). Exact in float32: the GEMM
+reference adds its bias to the product as the add did (float addition commutes). In float16 /
+bfloat16 the GEMM adds the bias before rounding to the storage type, so the result is rounded once
+instead of twice (as with any epilogue): within an ulp of the unfused graph.
 
 Runs after fuse_attention (a scores GEMM plus a mask over keys must stay an add for its
 matcher) and before fuse_parallel_gemms.

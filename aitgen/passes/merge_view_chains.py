@@ -53,7 +53,7 @@ def merge_view_chains(graph: Graph, opts: CompileOptions) -> Graph:
             if src.producer is None or src.producer.kind not in _VIEWS or not _inner(src, outs):
                 break
             chain.insert(0, src.producer)
-        if len(chain) < 2 or not any(o.kind is OpKind.PERMUTE for o in chain):
+        if len(chain) < 2:
             continue
         if _rewrite(graph, chain, outs):
             changed = True
@@ -69,27 +69,20 @@ def _inner(t: Tensor, outs: set[int]) -> bool:
 
 def _rewrite(graph: Graph, chain: list[Op], outs: set[int]) -> bool:
     x, z = chain[0].inputs[0], chain[-1].outputs[0]
-    plan = _atoms(x, chain)
-    if plan is None:
-        return False
-    shape, order = plan
-    permute = order != list(range(len(order)))
-    if permute:
-        # reshape into the atom groups (unless x has them), permute, reshape to z (unless equal)
-        steps = 1 + (not _same(shape, x.shape)) + (not _same([shape[i] for i in order], z.shape))
-    else:
-        steps = int(not _same(x.shape, z.shape))
-    old_permutes = sum(o.kind is OpKind.PERMUTE for o in chain)
-    if not (int(permute) < old_permutes or (int(permute) == old_permutes and steps < len(chain))):
+    old = [(o.kind, o.attrs.perm if o.kind is OpKind.PERMUTE else tuple(o.outputs[0].shape)) for o in chain]
+    best = old
+    for steps in (_atom_steps(x, z, chain), _collapsed(x, old)):  # on a tie, the atoms (lower rank)
+        if steps is not None and _cost(steps) < _cost(best):
+            best = steps
+    if best is old:
         return False
     name = chain[-1].name
     t = x
-    if permute:
-        if not _same(shape, x.shape):
-            t = view_ops.reshape(t, shape, name=name and name + "_atoms")
-        t = view_ops.permute(t, order, name=name)
-    if not _same(t.shape, z.shape):
-        t = view_ops.reshape(t, list(z.shape), name=name)
+    for kind, arg in best:
+        if kind is OpKind.PERMUTE:
+            t = view_ops.permute(t, list(arg), name=name)
+        else:
+            t = view_ops.reshape(t, list(arg), name=name)
     if t is x and id(z) in outs and x.producer is None:
         return False  # an output may not become an input or a constant (the runtime copies those)
     if t is not x:
@@ -99,6 +92,62 @@ def _rewrite(graph: Graph, chain: list[Op], outs: set[int]) -> bool:
         outs.discard(id(z))
         outs.add(id(t))
     return True
+
+
+def _cost(steps) -> tuple[int, int]:
+    """Permutes first (each a copy unless a later pass folds it), then ops."""
+    return sum(k is OpKind.PERMUTE for k, _ in steps), len(steps)
+
+
+def _collapsed(x: Tensor, steps):
+    """The chain with consecutive reshapes as one, consecutive permutes as one, and no-op steps
+    dropped, until nothing changes. Fewer reshapes also give fuse_memory_ops fewer intermediate
+    shapes, each of which must be a view of its source: slice -> reshape [S, B*H, D] -> reshape
+    [S, B, H, D] (torch's MHA) has a middle shape no strides describe, the direct reshape has one."""
+    while True:
+        out: list = []
+        cur = tuple(x.shape)
+        for kind, arg in steps:
+            if kind is OpKind.PERMUTE:
+                nxt = tuple(cur[i] for i in arg)
+                if out and out[-1][0] is OpKind.PERMUTE:  # permute(permute(x, p1), p2) = permute(x, p1[p2])
+                    prev = out.pop()[1]
+                    arg = tuple(prev[i] for i in arg)
+                if list(arg) == list(range(len(arg))):
+                    cur = nxt
+                    continue
+            else:
+                nxt = tuple(arg)
+                if out and out[-1][0] is OpKind.RESHAPE:
+                    out.pop()
+            out.append((kind, arg))
+            cur = nxt
+        # a reshape to the shape its input already has is nothing
+        kept, cur = [], tuple(x.shape)
+        for kind, arg in out:
+            nxt = tuple(cur[i] for i in arg) if kind is OpKind.PERMUTE else tuple(arg)
+            if not (kind is OpKind.RESHAPE and _same(nxt, cur)):
+                kept.append((kind, arg))
+            cur = nxt
+        if kept == list(steps):
+            return kept
+        steps = kept
+
+
+def _atom_steps(x: Tensor, z: Tensor, chain: list[Op]):
+    plan = _atoms(x, chain)
+    if plan is None:
+        return None
+    shape, order = plan
+    if order == list(range(len(order))):
+        return [] if _same(x.shape, z.shape) else [(OpKind.RESHAPE, tuple(z.shape))]
+    steps = []
+    if not _same(shape, x.shape):
+        steps.append((OpKind.RESHAPE, tuple(shape)))
+    steps.append((OpKind.PERMUTE, tuple(order)))
+    if not _same([shape[i] for i in order], z.shape):
+        steps.append((OpKind.RESHAPE, tuple(z.shape)))
+    return steps
 
 
 def _same(a, b) -> bool:

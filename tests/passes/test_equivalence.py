@@ -34,6 +34,12 @@ REORDERS_ARITHMETIC |= {fuse_attention, fuse_parallel_gemms}
 from aitgen.passes.fuse_elementwise import fuse_elementwise  # noqa: E402
 from aitgen.passes.fuse_norm_elementwise import fuse_norm_elementwise  # noqa: E402
 REORDERS_ARITHMETIC |= {fuse_elementwise, fuse_norm_elementwise}
+# match_norms / match_gelu: the norm and GELU kernels sum and round in their own order;
+# fold_gemm_bias: a 16-bit GEMM then rounds once (product + bias in float32), not twice.
+from aitgen.passes.fold_gemm_bias import fold_gemm_bias  # noqa: E402
+from aitgen.passes.match_gelu import match_gelu  # noqa: E402
+from aitgen.passes.match_norms import match_norms  # noqa: E402
+REORDERS_ARITHMETIC |= {match_norms, match_gelu, fold_gemm_bias}
 PASSES = [pytest.param(fn, fn not in REORDERS_ARITHMETIC, id=fn.__name__) for fn in dict.fromkeys(PIPELINE)]
 
 

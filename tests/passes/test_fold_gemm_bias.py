@@ -1,5 +1,6 @@
-"""fold_gemm_bias: gemm(a, w) + b over N becomes the GEMM's bias. Exact (the GEMM reference adds
-its bias as the add did): check_pass compares bit for bit."""
+"""fold_gemm_bias: gemm(a, w) + b over N becomes the GEMM's bias. Exact in float32 (the GEMM
+reference adds its bias as the add did): check_pass compares bit for bit. In float16 the GEMM rounds
+once instead of twice: held to check_pass's 16-bit tolerance (8 ulp)."""
 from __future__ import annotations
 
 import numpy as np
@@ -37,6 +38,14 @@ def test_onnx_matmul_add(bias_shape, left):
     b = _c(*bias_shape)
     g = _run(b + g_ if left else g_ + b)
     assert kinds(g) == ["gemm"] and tuple(g.ops[0].inputs[2].shape) == (6,)
+
+
+def test_float16_rounds_once():
+    x = Tensor([3, 4], dtype="float16", name="x")
+    w = ag.constant(RNG.standard_normal((4, 6)).astype(np.float16))
+    b = ag.constant(RNG.standard_normal(6).astype(np.float16))
+    g = check_pass(fold_gemm_bias, Graph.from_outputs({"y": ops.gemm(x, w) + b}), exact=False)
+    assert kinds(g) == ["gemm"]
 
 
 def test_runtime_bias_is_read_through_a_view():

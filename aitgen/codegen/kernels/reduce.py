@@ -112,3 +112,14 @@ def lower_scan(op: Op, ctx: LowerContext) -> list[KernelCall]:
                            store=store(out.dtype, "VAL"), block=ARG_BLOCK, par_threshold=PAR_THRESHOLD)
     return [KernelCall(spec, [out, x], [prod(x.shape[:ax]), x.shape[ax] if x.ndim else 1, prod(x.shape[ax + 1:])],
                        op.name or op.kind.value)]
+
+
+@lowering("cpu", OpKind.TOPK)
+def lower_top_k(op: Op, ctx: LowerContext) -> list[KernelCall]:
+    x, (vals, idx) = op.inputs[0], op.outputs
+    ax = op.attrs.axis
+    spec = KernelSpec.make(ctx.template("topk.cpp.j2"), largest=bool(op.attrs.largest),
+                           t=STORAGE[x.dtype], ct=COMPUTE[x.dtype], load=load(x.dtype, "x", "i"),
+                           par_threshold=PAR_THRESHOLD)
+    return [KernelCall(spec, [vals, idx, x], [prod(x.shape[:ax]), x.shape[ax], prod(x.shape[ax + 1:]),
+                                              IntImm(op.attrs.k)], op.name or op.kind.value)]

@@ -124,12 +124,15 @@ class Loader:
         self.opset = self._default_opset()
 
     # -- model-level ----------------------------------------------------------------------------
-    def _default_opset(self) -> int:
-        ops = [o.version for o in self.model.opset_import if o.domain in ("", "ai.onnx")]
-        if not ops:
-            raise ImportError_("the model imports no default-domain (ai.onnx) opset")
-        v = int(ops[0])
-        if v < MIN_OPSET:
+    def _default_opset(self) -> Optional[int]:
+        """The ai.onnx opset, or None for a model that imports only other domains (ai.onnx.ml,
+        ai.onnx.preview.training): such a model is valid ONNX, and its nodes are refused one by
+        one as unsupported in convert(); a default-domain node in it is malformed."""
+        self.domains: dict[str, int] = {}
+        for o in self.model.opset_import:
+            self.domains.setdefault("" if o.domain == "ai.onnx" else o.domain, int(o.version))
+        v = self.domains.get("")
+        if v is not None and v < MIN_OPSET:
             raise UnsupportedOpError(f"the model uses ai.onnx opset {v}; aitgen imports opsets "
                                      f"{MIN_OPSET} and later")
         return v
@@ -167,6 +170,10 @@ class Loader:
 
     def load(self) -> tuple[dict[str, Tensor], dict[str, Tensor]]:
         g = self.model.graph
+        # Domains first: an ai.onnx.ml model is refused by naming its first ml node, not by the
+        # string or double input that comes with such models.
+        for idx, node in enumerate(g.node):
+            self._check_domain(node, idx)
         for init in g.initializer:
             if not init.name:
                 raise ImportError_("an initializer has no name")
@@ -318,9 +325,8 @@ class Loader:
 
     # -- nodes -----------------------------------------------------------------------------------
     def convert(self, node, idx: int) -> None:
+        self._check_domain(node, idx)
         ctx = NodeContext(node, idx, self.opset, list(node.input), self)
-        if node.domain not in ("", "ai.onnx"):
-            raise UnsupportedOpError(f"{ctx.label}: domain '{node.domain}' is not supported")
         fn = converter_for(node.op_type, self.opset)
         if fn is None:
             lo = min_opset_of(node.op_type)
@@ -346,6 +352,23 @@ class Loader:
         except Exception as e:  # never let a bare KeyError/IndexError/... escape load
             raise ImportError_(f"{ctx.label}: cannot convert ({type(e).__name__}: {e})") from None
         self._store(ctx, res)
+
+    def _check_domain(self, node, idx: int) -> None:
+        """A node outside the default domain is unsupported (named with its domain and that
+        domain's opset); a node whose domain the model does not import is malformed."""
+        domain = "" if node.domain == "ai.onnx" else node.domain
+        name = node.name or f"{node.op_type}_{idx}"
+        version = self.domains.get(domain)
+        if version is None:
+            which = f"domain '{domain}'" if domain else "the default domain (ai.onnx)"
+            raise ImportError_(f"node '{name}' ({node.op_type}) is in {which}, for which the model "
+                               f"imports no opset (it imports {self._imports()})")
+        if domain:
+            raise UnsupportedOpError(f"node '{name}' ({domain}.{node.op_type}, {domain} opset {version}): "
+                                     f"aitgen converts only default-domain (ai.onnx) ops, not domain '{domain}'")
+
+    def _imports(self) -> str:
+        return ", ".join(f"{d or 'ai.onnx'} {v}" for d, v in self.domains.items()) or "none"
 
     def _fold(self, ctx: NodeContext, fn) -> list:
         """Every input known: run the converter on fresh constants and evaluate it with the oracle."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ... import ops
+from ...ir.dims import Dim
 from ...ir.dtype import DType
 from ...ir.tensor import Tensor, constant
 from ._loader import elem_dtype
@@ -83,14 +84,25 @@ def _gather_nd(ctx: NodeContext):
 
 # -- masks and one-hots ---------------------------------------------------------------------------
 
+def _positions(d: Dim) -> Tensor:
+    """arange(d) as an int64 tensor; for a dynamic d, a table over d's whole range cut to d at run
+    time (as Range does), so a causal mask over a dynamic [seq, seq] needs no static shape."""
+    if d.is_static:
+        return constant(np.arange(d.value, dtype=np.int64))
+    return ops.slice(constant(np.arange(d.upper, dtype=np.int64)), [0], [d], [0])
+
+
 @onnx_op("Trilu", min_opset=14)
 def _trilu(ctx: NodeContext):
     x = ctx.input(0)
-    if x.ndim < 2 or not (x.shape[-1].is_static and x.shape[-2].is_static):
-        raise ctx.unsupported("Trilu needs static last two dims")
-    n, m = x.shape[-2].value, x.shape[-1].value
+    if x.ndim < 2:
+        raise ctx.malformed(f"the input must have rank 2 or more, got shape {[str(d) for d in x.shape]}")
+    n, m = x.shape[-2], x.shape[-1]
     # Element (i, j) is kept when j - i >= k (upper) or <= k (lower); k may be a run-time scalar.
-    diff = np.arange(m, dtype=np.int64)[None, :] - np.arange(n, dtype=np.int64)[:, None]
+    if n.is_static and m.is_static:  # the common case: one constant table, nothing at run time
+        diff = constant(np.arange(m.value, dtype=np.int64)[None, :] - np.arange(n.value, dtype=np.int64)[:, None])
+    else:  # column index minus row index, broadcast from [1, m] and [n, 1]
+        diff = ops.sub(ops.unsqueeze(_positions(m), [0]), ops.unsqueeze(_positions(n), [1]))
     if ctx.has_input(1):
         k = ctx.input(1)
         if k.dtype != DType.int64:
@@ -98,7 +110,7 @@ def _trilu(ctx: NodeContext):
         k = ops.reshape(k, [])
     else:
         k = 0
-    keep = (ops.greater_equal if ctx.attr("upper", 1) else ops.less_equal)(constant(diff), k)
+    keep = (ops.greater_equal if ctx.attr("upper", 1) else ops.less_equal)(diff, k)
     zero = False if x.dtype == DType.bool else 0
     return ops.where(keep, x, zero)
 

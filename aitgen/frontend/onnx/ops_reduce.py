@@ -1,6 +1,6 @@
 """ONNX reductions: ReduceSum/Mean/Max/Min/Prod on the IR's reduce ops; ReduceL1/L2/SumSquare/
 LogSum/LogSumExp decomposed over them and element-wise ops; ArgMax/ArgMin on the IR's argmax;
-CumSum/CumProd on the IR's scans.
+CumSum/CumProd on the IR's scans; TopK on the IR's top_k.
 
 Axes are an attribute before opset 18 (ReduceSum: 13) and an optional input from it on; no axes
 reduce everything unless noop_with_empty_axes makes the node an identity. A reduction over a
@@ -140,3 +140,28 @@ def _cumulative(ctx: NodeContext):
     a = norm_axis(ctx, int(axis.reshape(-1)[0]), x.ndim)
     fn = ops.cumsum if ctx.op_type == "CumSum" else ops.cumprod
     return fn(x, a, exclusive=bool(ctx.attr("exclusive", 0)), reverse=bool(ctx.attr("reverse", 0)))
+
+
+@onnx_op("TopK", min_opset=1)
+def _top_k(ctx: NodeContext):
+    # k: an attribute before opset 10, then a 1-element int64 input that must be known at import
+    # time (it sets the output shape). `sorted=0` leaves the order to the runtime: sorted is one.
+    x = ctx.input(0, "X")
+    if x.dtype == DType.bool:
+        raise ctx.unsupported("TopK over bool")
+    if x.ndim == 0:
+        raise ctx.malformed("X must have rank >= 1")
+    if ctx.opset >= 10:
+        k = ctx.require_const(1, "K")
+        if k.size != 1 or k.dtype.kind not in "iu":
+            raise ctx.malformed(f"K must be one integer, got {k.tolist()}")
+        k = int(k.reshape(-1)[0])
+    else:
+        k = int(ctx.attr("k"))
+    axis = norm_axis(ctx, ctx.attr("axis", -1), x.ndim)
+    n = x.shape[axis]
+    if k < 0 or (n.is_static and k > n.value):
+        raise ctx.malformed(f"K={k} is outside [0, {n}] (axis {axis} of X)")
+    if k > n.lower:
+        raise ctx.unsupported(f"K={k} exceeds the smallest size {n.lower} that the dynamic axis {axis} ({n}) may take")
+    return list(ops.top_k(x, k, axis, largest=bool(ctx.attr("largest", 1)) if ctx.opset >= 11 else True))

@@ -87,6 +87,13 @@ def _cases():
         case("argmax_last", "ArgMax", [In("x", ints((3, 4, 5), 0, 3).astype(np.float32))],
              {"axis": 1, "keepdims": 0, "select_last_index": 1}),
         case("argmin_int", "ArgMin", [In("x", ints((3, 4), dtype=np.int32))], {"axis": -1}),
+        # ties (values from a few integers) must come out lower index first, as onnxruntime orders them
+        case("topk_dyn", "TopK", [In("x", ints((3, 4, 6), 0, 3).astype(np.float32), dims=["n", 4, 6]),
+                                  In("k", np.array([3], I64), True)], {"axis": -1}, opset=11, n_out=2,
+             dim_bounds={"n": (1, 5)}, sizes=[{"x": ints((5, 4, 6), 0, 3, seed=2).astype(np.float32)}]),
+        case("topk_smallest", "TopK", [In("x", ints((5, 4), dtype=np.int32)), In("k", np.array([2], I64), True)],
+             {"axis": 0, "largest": 0}, opset=11, n_out=2),
+        case("topk_v1", "TopK", [In("x", rand((2, 7)))], {"k": 4}, opset=9, n_out=2),
         case("reduce_sum13", "ReduceSum", [In("x", X4), In("a", np.array([1, -1], I64), True)], {"keepdims": 0}, opset=13),
         case("reduce_l2_11", "ReduceL2", [In("x", X4)], {"axes": [2, 3]}, opset=11),
         case("reduce_lse", "ReduceLogSumExp", [In("x", X4 * 20), In("a", np.array([1], I64), True)], opset=18),

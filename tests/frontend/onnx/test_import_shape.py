@@ -85,6 +85,11 @@ def _cases():
         case("triu", "Trilu", [In("x", rand((2, 4, 5)))], opset=14),
         case("tril_k", "Trilu", [In("x", rand((4, 5))), In("k", c64(-1), True)], {"upper": 0}, opset=14),
         case("triu_rt_k", "Trilu", [In("x", rand((4, 5))), In("k", c64(2))], opset=14),
+        # a causal mask over a dynamic [seq, seq] (GPT-2 exported with dynamic axes), two sizes
+        case("tril_dyn", "Trilu", [In("x", rand((2, 5, 5)), dims=["b", "seq", "seq"])], {"upper": 0}, opset=14,
+             dim_bounds={"seq": (1, 16)}, sizes=[{"x": rand((3, 12, 12), seed=4)}]),
+        case("triu_dyn_rect_k", "Trilu", [In("x", rand((3, 6)), dims=["r", "c"]), In("k", c64(-2))], opset=14,
+             dim_bounds={"r": (1, 8), "c": (2, 9)}, sizes=[{"x": rand((8, 2), seed=5), "k": c64(1)}]),
         case("onehot", "OneHot", [In("i", c64([[0, 3], [-1, 7]])), In("d", c64(5), True),
                                   In("v", np.array([-1.0, 2.0], np.float32), True)], {"axis": 1}),
         case("eyelike", "EyeLike", [In("x", rand((3, 4)))], {"k": 1}),
@@ -238,6 +243,30 @@ def test_errors_are_typed_and_name_the_node():
     _, outs = ox.load(c.model, constant_inputs={"s": c64([3, 2])})
     assert [d.value for d in outs["y"].shape] == [3, 2]
     assert set(used_inputs(outs)) == {"x"}
+
+
+def test_other_domains_are_unsupported_and_unimported_ones_malformed():
+    s = helper.make_tensor_value_info("s", TensorProto.STRING, [2])
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])
+    y = helper.make_empty_tensor_value_info("y")
+    enc = helper.make_node("LabelEncoder", ["s"], ["y"], name="enc", domain="ai.onnx.ml",
+                           keys_strings=["a"], values_int64s=[1])
+    # a model importing only ai.onnx.ml is valid ONNX: its node is refused by name, domain and opset
+    m = helper.make_model(helper.make_graph([enc], "g", [s], [y]), opset_imports=[helper.make_opsetid("ai.onnx.ml", 4)])
+    with pytest.raises(UnsupportedOpError, match=r"node 'enc' \(ai\.onnx\.ml\.LabelEncoder, ai\.onnx\.ml opset 4\)"):
+        ox.load(m)
+    # ... also beside a default-domain opset
+    m.opset_import.append(helper.make_opsetid("", 17))
+    with pytest.raises(UnsupportedOpError, match=r"node 'enc' \(ai\.onnx\.ml\.LabelEncoder"):
+        ox.load(m)
+    # a node of a domain the model does not import is malformed, as is a default-domain node then
+    relu = helper.make_node("Relu", ["x"], ["y"], name="r")
+    m = helper.make_model(helper.make_graph([relu], "g", [x], [y]), opset_imports=[helper.make_opsetid("ai.onnx.ml", 4)])
+    with pytest.raises(ImportError_, match=r"node 'r' \(Relu\) is in the default domain.*imports ai.onnx.ml 4"):
+        ox.load(m)
+    m.graph.node[0].domain = "com.bogus"
+    with pytest.raises(ImportError_, match=r"node 'r' \(Relu\) is in domain 'com.bogus'"):
+        ox.load(m)
 
 
 def _if_model():

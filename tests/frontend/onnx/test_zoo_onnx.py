@@ -5,7 +5,7 @@ TorchScript exporter (`dynamo=False`: the dynamo exporter needs onnxscript, whic
 dependency) writes them as opset-17 ONNX. Tolerance: float32 on both sides, rtol 1e-4 and atol
 1e-4 of the output's largest magnitude (the two runtimes sum GEMMs and reductions in different
 orders). GPT-2 and BERT are also exported with dynamic batch / sequence axes and run at two
-sizes from one build (GPT-2's dynamic export is a known gap: see the xfail). The default tier
+sizes from one build (GPT-2's causal mask is then a Trilu over a dynamic [seq, seq]). The default tier
 runs ResNet, BERT and dynamic BERT; the rest, and the full-size models, are in the slow tier.
 """
 from __future__ import annotations
@@ -122,9 +122,7 @@ def test_zoo_export_small_equals_onnxruntime(tmp_path, name):
 
 
 @pytest.mark.torch
-@pytest.mark.parametrize("name", ["bert_base", pytest.param("gpt2", marks=[pytest.mark.slow, pytest.mark.xfail(
-    strict=True, reason="the exported causal mask is Trilu over a dynamic [seq, seq], which the Trilu "
-                        "converter refuses (it needs static dims)")])])
+@pytest.mark.parametrize("name", ["bert_base", pytest.param("gpt2", marks=pytest.mark.slow)])
 def test_zoo_export_dynamic_batch_and_seq(tmp_path, name):
     cfg = {**SMALL[name], "batch": 2}
     _check(name, cfg, tmp_path, dynamic=True, sizes=({"batch": 3, "seq": 5}, {"batch": 1, "seq": 16}))
