@@ -53,8 +53,10 @@ print(\"capability\", device.cuda_capability())'"
 
 # 2. the gpu tier: every op kind against the oracle in float32/float16/bfloat16, the small zoo, the runtime
 if [[ "$QUICK" == 1 ]]; then TIER_LIMIT=200; else TIER_LIMIT=240; fi
-step gpu_tests "$TIER_LIMIT" "$PY" -m pytest -q -m gpu -n 4 -p no:cacheprovider tests/backends/cuda \
-  --junitxml="$OUT/gpu_tests.xml" -o junit_family=xunit1
+# --dist loadscope: a module's tests stay on one worker, so its module-scoped builds (one per dtype
+# in test_gpu_ops.py) happen once, not once per worker. GPU_TEST_ARGS narrows the tier (e.g. -k float16).
+step gpu_tests "$TIER_LIMIT" "$PY" -m pytest -q -m gpu -n 4 --dist loadscope -p no:cacheprovider tests/backends/cuda \
+  --junitxml="$OUT/gpu_tests.xml" -o junit_family=xunit1 ${GPU_TEST_ARGS:-}
 
 # 3. end-to-end latency against torch (float16, the GPU's arch: sm_90a on an H200)
 if [[ "$QUICK" == 1 ]]; then BENCH_ARGS=(--small --rounds 3 --iters 5 --no-compile); else BENCH_ARGS=(--rounds 7 --iters 20); fi

@@ -15,8 +15,11 @@ How: the chain's input dims are cut into *atoms*, the finest pieces that every r
 chain only groups or splits (a reshape [B,E,h*w] of [B,E,h,w] merges atoms h and w; one of
 [B,48] to [B,3,16] splits atom 48). Each permute reorders atoms, each reshape regroups them, so
 the chain's result is the input's atoms in some order, grouped: reshape(permute(reshape(x, atoms),
-order), result shape). Atoms that stay neighbours in the same order are merged, and the chain is
-rewritten when that has fewer permutes or fewer ops than before. Size-1 dims carry no atom.
+order), result shape). Atoms that stay neighbours in the same order are merged. The other
+candidate is the chain itself with consecutive reshapes (and permutes) as one: torch's MHA head
+split, slice -> reshape [S, B*H, D] -> reshape [S, B, H, D] -> permute, then becomes a reshape
+that fuse_memory_ops can compose with the slice's strides (the middle shape has none). The chain
+is rewritten as the candidate with the fewest permutes, then ops, when it beats the original. Size-1 dims carry no atom.
 Sizes may be symbolic (dims.exact_div splits B*16 into B and 16 exactly). A reshape that would
 cut an atom unevenly (reshape [6, 4] -> [4, 6] around a permute) leaves the chain as it is.
 

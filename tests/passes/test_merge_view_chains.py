@@ -55,6 +55,17 @@ def test_mha_onnx_qkv_split_is_one_small_permute():
     assert len(perm) == 1 and perm[0].attrs.perm == (1, 0, 2) and perm[0].inputs[0].ndim == 3
 
 
+def test_torch_mha_head_split_collapses_to_one_reshape_and_one_permute():
+    # slice -> view [S, B*H, D] -> view [S, B, H, D] -> permute -> transpose (k): the middle
+    # shape is no view of the slice, the collapsed reshape is; the two permutes are one.
+    x = Tensor([5, 2, 3, 16], name="x")
+    part = ops.slice(x, [1], [2], axes=[2])
+    k = ops.permute(ops.permute(ops.reshape(ops.reshape(part, [5, 4, 8]), [5, 2, 2, 8]), [1, 2, 3, 0]), [0, 1, 3, 2])
+    g = _run(k)
+    assert kinds(g) == ["slice", "reshape", "permute", "relu"]
+    assert tuple(g.ops[1].outputs[0].shape) == (5, 2, 2, 8) and g.ops[2].attrs.perm == (1, 2, 0, 3)
+
+
 def test_chains_that_are_already_minimal_or_cut_unevenly_stay():
     x = Tensor([2, 3, 4, 5], name="x")
     head_split = ops.permute(ops.reshape(Tensor([2, 3, 20], name="t"), [2, 3, 4, 5]), [0, 2, 1, 3])

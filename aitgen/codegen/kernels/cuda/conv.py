@@ -24,7 +24,7 @@ from ...cexpr import STORAGE
 from ...lower import LowerContext, lowering
 from ...spec import KernelCall, KernelSpec
 from . import epilogue as evt
-from .gemm import apply_calls
+from .gemm import apply_calls, dense_result
 
 
 def conv_kernel(op: Op, arch: str, allow_tf32: bool):
@@ -74,6 +74,7 @@ def conv_kernel(op: Op, arch: str, allow_tf32: bool):
 @lowering("cuda", OpKind.CONV2D, epilogue=True)
 def lower_conv(op: Op, ctx: LowerContext) -> list[KernelCall]:
     arch = ctx.arch or "sm_80"
+    dense_result(ctx, op, op.outputs[0])
     template, params, dims, problem, plan = conv_kernel(op, arch, bool(getattr(ctx.opts, "allow_tf32", False)))
     own, extras = split_operands(op.inputs, op.attrs)
     out = op.outputs[0]

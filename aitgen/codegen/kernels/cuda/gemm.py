@@ -65,7 +65,16 @@ class GemmProblem:
         return ("c" if self.a_col else "r") + ("c" if self.b_col else "r") + "r"
 
 
+def _dense_only(op: Op) -> None:
+    """Operands read through strided views (fuse_memory_ops sets them only where a lowering
+    declares the "operand_views" feature, which these do not) would be read wrong: refuse."""
+    if getattr(op.attrs, "operand_views", None) is not None:
+        raise UnsupportedOpError(f"{op.kind.value} '{op.name}': operands read through strided views have no "
+                                 "CUDA GEMM kernel")
+
+
 def gemm_problem(op: Op) -> GemmProblem:
+    _dense_only(op)
     (own, extras) = split_operands(op.inputs, op.attrs)
     a, b = own[:2]
     bias = own[2] if len(own) == 3 else None
@@ -90,6 +99,7 @@ def _batch_stride(t: Tensor, batch: tuple[Dim, ...], op: Op, what: str) -> Dim:
 
 
 def bmm_problem(op: Op) -> GemmProblem:
+    _dense_only(op)
     (a, b), extras = split_operands(op.inputs, op.attrs)
     out = op.outputs[0]
     ta, tb = op.attrs.trans_a, op.attrs.trans_b
@@ -189,7 +199,15 @@ def _signature(op: Op, plan: evt.EpiloguePlan) -> str:
     return f"{ep.expr if ep is not None else ''}|{kinds}"
 
 
+def dense_result(ctx: LowerContext, op: Op, out: Tensor) -> None:
+    """A result written at strides (a slice of a concat, memory_planning) needs the
+    "strided_output" feature, which these lowerings do not declare: refuse rather than write densely."""
+    if getattr(ctx.plan, "strided_writes", {}).get(out) is not None:
+        raise UnsupportedOpError(f"{op.kind.value} '{op.name}': a result written at strides has no CUDA GEMM kernel")
+
+
 def gemm_call(ctx: LowerContext, g: GemmProblem) -> list[KernelCall]:
+    dense_result(ctx, g.op, g.out)
     arch = ctx.arch or "sm_80"
     allow_tf32 = bool(getattr(ctx.opts, "allow_tf32", False))
     kern = gemm_kernel(g, arch, allow_tf32)
@@ -277,6 +295,8 @@ def lower_grouped_gemm(op: Op, members: list[Op], ctx: LowerContext) -> list[Ker
     else each member's own GEMM kernel in turn."""
     arch = ctx.arch or "sm_80"
     problems = [gemm_problem(m) for m in members]
+    for g in problems:
+        dense_result(ctx, g.op, g.out)
     found = _grouped_kernel(problems, arch, bool(getattr(ctx.opts, "allow_tf32", False)))
     if found is None:
         return [c for g in problems for c in gemm_call(ctx, g)]
