@@ -188,6 +188,12 @@ def _reduce(p, dt, rng):
             f"{p}_argmax": ops.argmax(x, 2), f"{p}_argmin": ops.argmin(x, 1, keepdims=False)}, f
 
 
+def _scan(p, dt, rng):
+    x, f = _inp(p, "x", ["b", 6, 40], dt, rng, -1, 1)
+    return {f"{p}_cumsum": ops.cumsum(x, -1), f"{p}_cumsum_rev_excl": ops.cumsum(x, 1, exclusive=True, reverse=True),
+            f"{p}_cumprod": ops.cumprod(ops.abs(x) * 0.2 + 0.9, -1)}, f
+
+
 # -- memory ops, gather, attention ---------------------------------------------------------------
 
 def _memory(p, dt, rng):
@@ -242,7 +248,7 @@ CASES: list[Case] = (
     + [Case("special", _special_unary), Case("cast", _casts), Case("where", _where),
        Case("intbool", _int_bool, per_float_dtype=False), Case("gemm", _gemm), Case("bmm", _bmm),
        Case("conv", _conv), Case("conv_t", _conv_t), Case("pool", _pool), Case("norm", _norms),
-       Case("softmax", _softmax), Case("reduce", _reduce), Case("memory", _memory), Case("gather", _gather),
+       Case("softmax", _softmax), Case("reduce", _reduce), Case("scan", _scan), Case("memory", _memory), Case("gather", _gather),
        Case("attention", _attention), Case("fused", _fused, fusion=True)])
 
 
