@@ -1,2 +1,2 @@
-"""Frontends: the nn module API (and, later, ONNX and torch.export importers)."""
+"""Frontends: the nn module API, the ONNX importer (frontend.onnx) and the torch.export importer (frontend.torch)."""
 from . import nn  # noqa: F401

@@ -5,7 +5,9 @@
 // runtime. Each runtime owns one non-blocking stream, a scratch workspace, and, when the option
 // "cuda_graph" is on, the CUDA graphs of its run sequence, one per set of bound dims. A run returns
 // when its stream is idle, so outputs are complete and any asynchronous fault surfaces as that run's
-// error, not a later one's.
+// error, not a later one's. Each runtime also owns a device record of the first bad input (an
+// index out of range) a kernel met; a run that used a reporting kernel reads it back at its end and
+// fails with AIT_BAD_INPUT.
 #include <cstring>
 #include <map>
 #include <memory>
@@ -14,6 +16,7 @@
 #include <vector>
 
 #include "aitgen/backend_hooks.h"
+#include "aitgen/bad_input.hpp"
 #include "aitgen/cuda_kernel.cuh"
 
 namespace ait {
@@ -39,6 +42,12 @@ struct Runtime {
   bool capturing = false;
   bool use_graphs = false;
   std::map<std::vector<int64_t>, CapturedRun> graphs;
+  // The bad-input record (device, zeroed) and its pinned host copy. `reports` turns on when a
+  // kernel of this runtime's runs asks for the record at launch and stays on: a graph replay
+  // skips those host calls, but its dims' first run was eager and asked.
+  cuda::BadInputRecord* record = nullptr;
+  cuda::BadInputRecord* record_host = nullptr;
+  bool reports = false;
 };
 
 namespace {
@@ -68,6 +77,13 @@ struct CurrentRun {
 }  // namespace
 
 RunState& run_state() { return t_current ? t_current->state : t_idle; }
+
+BadInputRecord* bad_input_record() {
+  hooks::Runtime* r = t_current;
+  if (!r) return nullptr;  // outside a run: nothing to report to (the kernel then only clamps)
+  r->reports = true;
+  return r->record;
+}
 
 [[noreturn]] void fail(cudaError_t err, const char* what) {
   cudaGetLastError();  // clear a non-sticky error, so the next run starts clean
@@ -138,6 +154,11 @@ Runtime* runtime_create() {
   check(cudaDeviceGetAttribute(&s.sm_count, cudaDevAttrMultiProcessorCount, r->device), "cudaDeviceGetAttribute");
   check(cudaDeviceGetAttribute(&s.cc_major, cudaDevAttrComputeCapabilityMajor, r->device), "cudaDeviceGetAttribute");
   check(cudaDeviceGetAttribute(&s.cc_minor, cudaDevAttrComputeCapabilityMinor, r->device), "cudaDeviceGetAttribute");
+  // Allocated with the runtime, never during a run (a graph capture cannot allocate).
+  check(cudaMalloc(&r->record, sizeof(cuda::BadInputRecord)), "cudaMalloc of the bad-input record");
+  check(cudaMemset(r->record, 0, sizeof(cuda::BadInputRecord)), "zeroing the bad-input record");
+  check(cudaMallocHost(&r->record_host, sizeof(cuda::BadInputRecord)), "cudaMallocHost of the bad-input record");
+  *r->record_host = cuda::BadInputRecord{};
   return r.release();
 }
 
@@ -146,6 +167,8 @@ void runtime_destroy(Runtime* r) noexcept {
   if (r->stream) cudaStreamSynchronize(r->stream);
   drop_graphs(r);
   if (r->workspace) cudaFree(r->workspace);
+  if (r->record) cudaFree(r->record);
+  if (r->record_host) cudaFreeHost(r->record_host);
   if (r->ready) cudaEventDestroy(r->ready);
   if (r->stream) cudaStreamDestroy(r->stream);
   delete r;
@@ -203,6 +226,15 @@ void run_graph(Runtime* r, const AitRunContext& ctx, int num_vars, int num_input
   check(cudaGraphLaunch(g.exec, r->stream), "cudaGraphLaunch");
 }
 
+// Zero the record after a run that reported or failed (a reporter may have written before the
+// failure), so the next run starts clean. Best effort: a context that is gone fails every run anyway.
+void clear_record(Runtime* r) noexcept {
+  cudaMemsetAsync(r->record, 0, sizeof(cuda::BadInputRecord), r->stream);
+  cudaStreamSynchronize(r->stream);
+  cudaGetLastError();
+  *r->record_host = cuda::BadInputRecord{};
+}
+
 }  // namespace
 
 void execute(Runtime* r, const AitRunContext& ctx, int num_vars, int num_inputs, int num_outputs) {
@@ -217,12 +249,25 @@ void execute(Runtime* r, const AitRunContext& ctx, int num_vars, int num_inputs,
       run_graph(r, ctx, num_vars, num_inputs, num_outputs);
     else
       ait_generated_run(&ctx);
+    // Queued after the kernels (after the graph launch on a replay, so every replay reads it);
+    // complete with the synchronisation below. Zeroing is needed only after a report.
+    if (r->reports)
+      check(cudaMemcpyAsync(r->record_host, r->record, sizeof(cuda::BadInputRecord), cudaMemcpyDeviceToHost,
+                            r->stream), "reading back the bad-input record");
+    check(cudaStreamSynchronize(r->stream), "running the model");
   } catch (...) {
     cudaStreamSynchronize(r->stream);  // nothing of this run may still be running after it failed
     cudaGetLastError();
+    if (r->reports) clear_record(r);
     throw;
   }
-  check(cudaStreamSynchronize(r->stream), "running the model");
+  if (r->reports && r->record_host->flag != 0) {
+    const cuda::BadInputRecord e = *r->record_host;
+    clear_record(r);
+    throw bad_input(std::string(e.what ? e.what : "a kernel") + ": index " + std::to_string(e.value) +
+                    " (at flat position " + std::to_string(e.position) + ") is out of range for size " +
+                    std::to_string(e.bound));
+  }
 }
 
 bool set_option(Runtime* r, const char* name, int64_t value) {

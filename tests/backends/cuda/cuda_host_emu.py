@@ -40,14 +40,9 @@ PRELUDE = r'''
 #include "aitgen/cuda_kernel.cuh"
 #include "aitgen/cuda_math.cuh"
 #include "aitgen/cuda_reduce.cuh"
-#ifndef AIT_CUDA_BAD_INPUT_RECORD
-#define AIT_CUDA_BAD_INPUT_RECORD 1
 namespace ait { namespace cuda {
-struct BadInputRecord { unsigned int flag; int64_t value; int64_t position; int64_t bound; const char* what; };
-BadInputRecord* bad_input_record();
-} }
-#endif
-namespace ait { namespace cuda {
+// The record the kernels report to (declared in cuda_kernel.cuh); read and zeroed by emu_bad_input
+// after each run, as the runtime does (backends/cuda/src/cuda_runtime.cu).
 BadInputRecord* bad_input_record() { static BadInputRecord e{}; return &e; }
 RunState& run_state() { static RunState s = [] { RunState r; r.sm_count = 2; return r; }(); return s; }
 void* workspace(size_t, const char* who) { throw std::runtime_error(std::string(who) + ": no workspace here"); }

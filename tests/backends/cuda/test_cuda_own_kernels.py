@@ -6,7 +6,8 @@
 - nvcc (sm_80): every template family in float32, float16 and bfloat16 (plus integer cases), many
   kernels per translation unit (each in a namespace of its own) so that a few nvcc runs cover them;
   one family set for sm_90a; every element-wise kind of the expression table rendered for device
-  code, one unit per dtype class. The gather kernel also compiles on its own.
+  code, one unit per dtype class. The gather kernel also compiles on its own, and a gather model
+  links the runtime's bad-input record (backends/cuda/src/cuda_runtime.cu) into its library.
 - The math: the element-wise functors of every kind, compiled by nvcc as host code (the same
   __host__ __device__ functions and ait:: math of cuda_math.cuh the GPU runs; std:: functions are
   the host's libm here and CUDA's on the device), against the oracle in float32 on special values
@@ -24,6 +25,7 @@ marked `cuda_compile`.
 from __future__ import annotations
 
 import ctypes
+import json
 import re
 import subprocess
 from pathlib import Path
@@ -311,7 +313,7 @@ def test_families_compile_sm90a_more(cuda_toolchain, tmp_path, dt):
 
 
 def test_gather_compiles_on_its_own(cuda_toolchain, tmp_path):
-    """Its translation unit as the build compiles it: alone, with the device error record declared."""
+    """Its translation unit as the build compiles it: alone, calling the runtime's bad-input record."""
     emb = ag.Tensor([100, 64], dtype="bfloat16", name="emb")
     srcs = own_sources(lower_cuda({"g": ops.gather(emb, ag.Tensor([3, 4], "int64", name="i"), axis=0)}))
     (src,) = srcs.values()
@@ -320,7 +322,25 @@ def test_gather_compiles_on_its_own(cuda_toolchain, tmp_path):
     r = subprocess.run(cmd, capture_output=True, text=True, check=False)
     assert r.returncode == 0, r.stderr[-4000:]
     nm = subprocess.run(["nm", "-C", str(tmp_path / "g.o")], capture_output=True, text=True, check=False).stdout
-    assert re.search(r"\bw ait::cuda::bad_input_record\(\)", nm), nm  # weak: a runtime without it still loads
+    # a plain (not weak) reference: the runtime (backends/cuda/src/cuda_runtime.cu) must define it
+    assert re.search(r"\bU ait::cuda::bad_input_record\(\)", nm), nm
+
+
+def test_gather_model_links_the_runtime_record(cuda_toolchain, tmp_path):
+    """A gather model as compile_model builds it: the kernel's reference binds to the runtime's
+    record inside the library (hidden, not exported), and the record names the op."""
+    emb = ag.Tensor([10, 8], dtype="float16", name="emb")
+    idx = ag.Tensor([4], dtype="int64", name="idx")
+    work = ag.compile_model({"y": ops.gather(emb, idx, axis=0, name="lookup")}, target="cuda", arch="sm_80",
+                            workdir=tmp_path / "m", load=False)
+    lib = work / json.loads((work / "model.json").read_text())["library"]
+    every = subprocess.run(["nm", "-C", str(lib)], capture_output=True, text=True, check=True).stdout
+    assert re.search(r"\bt ait::cuda::bad_input_record\(\)", every), "the runtime's definition is missing or exported"
+    exported = subprocess.run(["nm", "-D", "-C", "--defined-only", str(lib)], capture_output=True, text=True,
+                              check=True).stdout
+    assert "bad_input_record" not in exported
+    (kernel,) = [p.read_text() for p in (work / "obj" / "src").glob("k_*.cu") if "gather_kernel" in p.read_text()]
+    assert "kWhat = \"gather 'lookup'\";" in kernel
 
 
 # -- the math, on the host ----------------------------------------------------------------------------

@@ -8,8 +8,7 @@ synchronisation every run, so the kernel clamps a bad index (it never reads out 
 records the first one (value, flat position, bound, the op's name) in the run's bad-input record
 (ait::cuda::bad_input_record(), which the runtime provides: backends/cuda/src); the container reads
 that record back when the run ends, where it synchronises anyway, and fails the run with
-AIT_BAD_INPUT (RuntimeInputError in Python). The outputs of such a run are not defined. Until the
-runtime defines the record (the template declares it weak), bad indices are clamped unreported.
+AIT_BAD_INPUT (RuntimeInputError in Python). The outputs of such a run are not defined.
 """
 from __future__ import annotations
 

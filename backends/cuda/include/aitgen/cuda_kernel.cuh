@@ -65,6 +65,26 @@ inline void check(cudaError_t err, const char* what) {
 
 inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+// The first bad input a kernel met during a run (an index out of range: only the device sees index
+// data, and a host check would cost a copy and a synchronisation every run). Device memory, one
+// zeroed record per runtime. The reporting kernel claims it with atomicCAS(&flag, 0, 1) and fills
+// the rest; when the run ends the runtime reads it back and fails the run with AIT_BAD_INPUT:
+//   "<what>: index <value> (at flat position <position>) is out of range for size <bound>".
+struct BadInputRecord {
+  unsigned int flag;  // 0 until a kernel reports
+  int64_t value;      // the bad value (an index)
+  int64_t position;   // its flat position in its tensor
+  int64_t bound;      // the size it must be within: [-bound, bound)
+  // A string literal of the library naming the op: a host address the device only copies (kernel
+  // argument in, record out), never reads; the runtime reads it on the host.
+  const char* what;
+};
+// The device record of the run in progress on this thread (nullptr outside a run). A kernel's
+// host function calls it at launch: that is what makes the runtime read the record back after
+// each run, so a model without reporting kernels pays nothing.
+BadInputRecord* bad_input_record();
+#define AIT_CUDA_BAD_INPUT_RECORD 1
+
 }  // namespace cuda
 }  // namespace ait
 
