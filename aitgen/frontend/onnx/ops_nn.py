@@ -158,8 +158,8 @@ def _w_shape(ctx: NodeContext, i: int):
 
 # -- Conv / ConvTranspose -------------------------------------------------------------------------
 
-@onnx_op("Conv", min_opset=1)
-def _conv(ctx: NodeContext):
+def _conv_operands(ctx: NodeContext):
+    """X, its spatial rank, W's shape, the kernel window and `group`: what Conv and ConvTranspose share."""
     x = float_input(ctx, 0, "X")
     nsp = spatial_rank(ctx, x)
     w_shape = _w_shape(ctx, 1)
@@ -167,6 +167,12 @@ def _conv(ctx: NodeContext):
         raise ctx.malformed(f"W has rank {len(w_shape)}, X has {nsp} spatial dims")
     kernel = _kernel(ctx, w_shape, nsp)
     groups = ctx.attr("group", 1)
+    return x, nsp, w_shape, kernel, groups
+
+
+@onnx_op("Conv", min_opset=1)
+def _conv(ctx: NodeContext):
+    x, nsp, w_shape, kernel, groups = _conv_operands(ctx)
     strides, dilations, begin, end = window_attrs(ctx, x, kernel, is_pool=False)
     w = _weight(ctx, 1, x, nsp)
     b = as_input(ctx, 2, x, "B")
@@ -180,13 +186,7 @@ def _conv(ctx: NodeContext):
 
 @onnx_op("ConvTranspose", min_opset=1)
 def _conv_transpose(ctx: NodeContext):
-    x = float_input(ctx, 0, "X")
-    nsp = spatial_rank(ctx, x)
-    w_shape = _w_shape(ctx, 1)
-    if len(w_shape) != nsp + 2:
-        raise ctx.malformed(f"W has rank {len(w_shape)}, X has {nsp} spatial dims")
-    kernel = _kernel(ctx, w_shape, nsp)
-    groups = ctx.attr("group", 1)
+    x, nsp, w_shape, kernel, groups = _conv_operands(ctx)
     strides = _ints_attr(ctx, "strides", nsp, 1)
     dilations = _ints_attr(ctx, "dilations", nsp, 1)
     out_pad = _ints_attr(ctx, "output_padding", nsp, 0)

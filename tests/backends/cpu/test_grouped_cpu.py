@@ -4,6 +4,8 @@
 test_gemm_conv.py (float32: rtol 1e-5, atol 1e-5 x max|ref|; float16 2e-3; bfloat16 1.6e-2).
 """
 import json
+import os
+import sys
 
 import numpy as np
 import pytest
@@ -12,24 +14,11 @@ import aitgen as ag
 from aitgen import ops
 from aitgen.ir import OpKind
 
-TOL = {"float32": 1e-5, "float16": 2e-3, "bfloat16": 1.6e-2}
-_rng = np.random.default_rng(21)
+sys.path.insert(0, os.path.dirname(__file__))
+from cpu_cases import TOL, Seeded, check  # noqa: E402,F401
 
-
-def const(shape, dtype="float32", scale=0.3):
-    return ag.constant((_rng.standard_normal(shape) * scale).astype(ag.DType[dtype].np))
-
-
-def rand(shape, dtype="float32"):
-    return _rng.standard_normal(shape).astype(ag.DType[dtype].np)
-
-
-def check(got, want, tol):
-    for k in want:
-        assert got[k].shape == want[k].shape and got[k].dtype == want[k].dtype, k
-        g, w = got[k].astype(np.float32), want[k].astype(np.float32)
-        scale = max(1.0, float(np.abs(w).max(initial=0.0)))
-        np.testing.assert_allclose(g, w, rtol=tol, atol=tol * scale, err_msg=k)
+_data = Seeded(21)
+const, rand = _data.const, _data.rand
 
 
 def build(outs, tmp_path):

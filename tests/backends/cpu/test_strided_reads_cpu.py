@@ -5,6 +5,8 @@ Tolerances as in test_gemm_conv.py (float32: rtol 1e-5, atol 1e-5 x max|ref|; fl
 bfloat16 1.6e-2).
 """
 import json
+import os
+import sys
 
 import numpy as np
 import pytest
@@ -13,24 +15,11 @@ import aitgen as ag
 from aitgen import ops
 from aitgen.ir import OpKind
 
-TOL = {"float32": 1e-5, "float16": 2e-3, "bfloat16": 1.6e-2}
-_rng = np.random.default_rng(31)
+sys.path.insert(0, os.path.dirname(__file__))
+from cpu_cases import TOL, Seeded, check  # noqa: E402,F401
 
-
-def const(shape, dtype="float32", scale=0.3):
-    return ag.constant((_rng.standard_normal(shape) * scale).astype(ag.DType[dtype].np))
-
-
-def rand(shape, dtype="float32"):
-    return _rng.standard_normal(shape).astype(ag.DType[dtype].np)
-
-
-def check(got, want, tol):
-    for k in want:
-        assert got[k].shape == want[k].shape and got[k].dtype == want[k].dtype, k
-        g, w = got[k].astype(np.float32), want[k].astype(np.float32)
-        scale = max(1.0, float(np.abs(w).max(initial=0.0)))
-        np.testing.assert_allclose(g, w, rtol=tol, atol=tol * scale, err_msg=k)
+_data = Seeded(31)
+const, rand = _data.const, _data.rand
 
 
 def viewed(outs) -> int:
@@ -85,5 +74,5 @@ def test_elementwise_operands_through_views(tmp_path):
     assert not any("strided_copy" in t for t in templates), templates
     for size in (1, 5):
         feeds = {"x": rand((size, 6, 8)), "v": rand((size, 1, 8)),
-                 "i": _rng.integers(-3, 4, (size, 8, 6)).astype(np.int32)}
+                 "i": _data.rng.integers(-3, 4, (size, 8, 6)).astype(np.int32)}
         check(model.run(feeds), ag.reference.run(outs, feeds), TOL["float32"])

@@ -1,0 +1,30 @@
+"""Shared by the CPU tests of grouped kernels and strided reads: seeded random data and the
+comparison with the oracle (tolerances per dtype, atol scaled by the output's magnitude)."""
+from __future__ import annotations
+
+import numpy as np
+
+import aitgen as ag
+
+TOL = {"float32": 1e-5, "float16": 2e-3, "bfloat16": 1.6e-2}
+
+
+class Seeded:
+    """const/rand drawing from one seeded generator, so each test file keeps its own stream."""
+
+    def __init__(self, seed: int):
+        self.rng = np.random.default_rng(seed)
+
+    def const(self, shape, dtype="float32", scale=0.3):
+        return ag.constant((self.rng.standard_normal(shape) * scale).astype(ag.DType[dtype].np))
+
+    def rand(self, shape, dtype="float32"):
+        return self.rng.standard_normal(shape).astype(ag.DType[dtype].np)
+
+
+def check(got, want, tol):
+    for k in want:
+        assert got[k].shape == want[k].shape and got[k].dtype == want[k].dtype, k
+        g, w = got[k].astype(np.float32), want[k].astype(np.float32)
+        scale = max(1.0, float(np.abs(w).max(initial=0.0)))
+        np.testing.assert_allclose(g, w, rtol=tol, atol=tol * scale, err_msg=k)
