@@ -51,6 +51,30 @@ class RuntimeInputError(AitgenError, ValueError):
     """A call to a compiled model or the oracle with bad inputs (name, dtype, rank, shape, bound)."""
 
 
+class InvalidNameError(AitgenError, ValueError):
+    """A tensor, dim, input/output or model name that cannot be represented (a NUL, not a string)."""
+
+
+class LimitError(ShapeError):
+    """A size, offset or bound that does not fit the checked arithmetic of a build (int64, the arena);
+    the message names the tensor or dim at fault."""
+
+
+class WorkdirError(AitgenError, ValueError):
+    """A workdir that cannot hold a build (a file, a system path, empty) or is being built by another
+    process that does not let go."""
+
+
+class ModelError(AitgenError, RuntimeError):
+    """A built model that cannot be loaded or run for a reason other than bad input: a missing,
+    malformed or tampered artefact in its workdir, or the library failing (the message says which)."""
+
+
+class RuntimeInputTypeError(RuntimeInputError, TypeError):
+    """A call to a compiled model with an argument of the wrong Python type (a list instead of a
+    dict, a string instead of an array); also a RuntimeInputError."""
+
+
 class ImportError_(AitgenError):
     """A malformed model file handed to an importer."""
 

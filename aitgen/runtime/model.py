@@ -16,16 +16,12 @@ from typing import Mapping, Optional, Union
 
 import numpy as np
 
-from ..errors import AitgenError, RuntimeInputError
+from ..errors import AitgenError, ModelError, RuntimeInputError
 from ..ir.dtype import DType
 from . import dlpack
 
 MAX_RANK = 8
 _DTYPES = [DType.float32, DType.float16, DType.bfloat16, DType.int8, DType.int32, DType.int64, DType.bool]
-
-
-class ModelError(AitgenError, RuntimeError):
-    """The library failed for a reason other than bad input (it says which)."""
 
 
 @dataclasses.dataclass(frozen=True)
