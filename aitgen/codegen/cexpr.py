@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from typing import Mapping, Union
 
-from ..ir.dims import Dim, DimExpr, FloorDiv, IntImm, IntVar, as_dim
+from ..errors import LimitError
+from ..ir.dims import MAX_SIZE, Dim, DimExpr, FloorDiv, IntImm, IntVar, as_dim
 from ..ir.dtype import DType
 
 # Storage type in memory, the type kernels compute in, and the C API's dtype code.
@@ -33,10 +34,37 @@ def store(dtype: DType, value: str) -> str:
     return f"static_cast<{STORAGE[dtype]}>({value})"
 
 
-def dim_expr(d: Union[Dim, int], var_index: Mapping[IntVar, int], vars_name: str = "v") -> str:
+def dim_expr(d: Union[Dim, int], var_index: Mapping[IntVar, int], what: str = "a size", vars_name: str = "v") -> str:
     """A Dim as an int64 C++ expression over the bound IntVars (all sizes are non-negative, so C
-    division is floor division)."""
+    division is floor division). LimitError (naming `what`) when the value, or any partial sum or
+    product on the way to it, could pass MAX_SIZE over the IntVars' bounds: C++ would wrap it."""
     d = as_dim(d)
+    worst = magnitude(d)
+    if worst > MAX_SIZE:
+        raise LimitError(f"{what} ({d}) can reach {worst} while it is computed, past the {MAX_SIZE} "
+                         "(2**62 - 1) that generated code holds in an int64")
+    return _render(d, var_index, vars_name)
+
+
+def magnitude(d: Dim) -> int:
+    """A bound on |x| for the value of d and every partial result of the expression dim_expr
+    writes for it, over the IntVars' ranges."""
+    if isinstance(d, IntImm):
+        return abs(d.value)
+    if isinstance(d, IntVar):
+        return d.ub
+    if isinstance(d, FloorDiv):
+        return magnitude(d.num)  # the numerator is computed whole before the division
+    total = 0
+    for mono, c in DimExpr._poly(d).items():  # noqa: SLF001 - the polynomial is the expression
+        m = abs(c)
+        for a in mono:
+            m *= max(1, magnitude(a))  # max(1, .): a factor 0 comes after the others are multiplied
+        total += m
+    return total
+
+
+def _render(d: Dim, var_index: Mapping[IntVar, int], vars_name: str) -> str:
     if isinstance(d, IntImm):
         return f"INT64_C({d.value})"
     if isinstance(d, IntVar):
@@ -44,10 +72,10 @@ def dim_expr(d: Union[Dim, int], var_index: Mapping[IntVar, int], vars_name: str
             raise KeyError(f"IntVar '{d.name}' is not bound by any input")
         return f"{vars_name}[{var_index[d]}]"
     if isinstance(d, FloorDiv):
-        return f"({dim_expr(d.num, var_index, vars_name)} / INT64_C({d.den}))"
+        return f"({_render(d.num, var_index, vars_name)} / INT64_C({d.den}))"
     terms = []
     for mono, c in DimExpr._poly(d).items():  # noqa: SLF001 - the polynomial is the expression
-        factors = [dim_expr(a, var_index, vars_name) for a in mono]
+        factors = [_render(a, var_index, vars_name) for a in mono]
         if c != 1 or not factors:
             factors.insert(0, f"INT64_C({c})")
         terms.append("*".join(factors))

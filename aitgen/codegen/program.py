@@ -4,19 +4,23 @@ output shapes. backends/<b>/templates/model<suffix>.j2 renders it (each includes
 backends/common/templates/run_sequence.inc.j2)."""
 from __future__ import annotations
 
-import json
 from typing import Any
 
-from ..errors import ShapeError
-from ..ir.dims import IntVar
+from ..errors import LimitError, ShapeError
+from ..ir.dims import MAX_SIZE, IntVar
 from ..ir.graph import Graph
 from ..ir.tensor import Tensor
-from ..passes.memory_planning import MemoryPlan
+from ..passes.memory_planning import MemoryPlan, align
 from .cexpr import CODE, dim_expr
 from .lower import OutputRef
 from .spec import KernelCall
 
 MAX_RANK = 8  # AIT_MAX_RANK in backends/common/include/aitgen/runtime.h
+
+
+def user_name(graph: Graph, t: Tensor) -> str:
+    """The name the user gave t, before name_graph made it a C identifier."""
+    return graph.annotations.get("renamed", {}).get(t.name, t.name)
 
 
 def bind_vars(graph: Graph) -> tuple[dict[IntVar, int], list[dict[str, Any]]]:
@@ -26,7 +30,8 @@ def bind_vars(graph: Graph) -> tuple[dict[IntVar, int], list[dict[str, Any]]]:
     derived = []
     for i, t in enumerate(graph.inputs):
         for axis, d in enumerate(t.shape):
-            base = {"input": i, "axis": axis, "name": t.name}
+            # The template names the input through its table entry (the user's name), not t.name.
+            base = {"input": i, "axis": axis}
             if d.is_static:
                 checks.append({**base, "kind": "static", "value": d.value})
             elif isinstance(d, IntVar):
@@ -39,7 +44,8 @@ def bind_vars(graph: Graph) -> tuple[dict[IntVar, int], list[dict[str, Any]]]:
             else:
                 derived.append((base, d))
     for base, d in derived:  # 2*n and the like: checked once every IntVar is bound
-        checks.append({**base, "kind": "derived", "expr": dim_expr(d, index), "text": str(d)})
+        what = f"dim {base['axis']} of input '{user_name(graph, graph.inputs[base['input']])}'"
+        checks.append({**base, "kind": "derived", "expr": dim_expr(d, index, what), "text": str(d)})
     for t in graph.tensors:
         for d in t.shape:
             for v in d.vars():
@@ -49,9 +55,38 @@ def bind_vars(graph: Graph) -> tuple[dict[IntVar, int], list[dict[str, Any]]]:
     return index, checks
 
 
+def check_limits(graph: Graph, plan: MemoryPlan, constants: dict[int, dict[str, Any]]) -> None:
+    """LimitError unless every size and offset written into the program is at most MAX_SIZE.
+
+    Python's ints never wrap, so this is where a size that C++ would hold in an int64 is checked:
+    a tensor's bytes at the upper bounds of its dims, each arena slot's end, the arena, and the
+    constants' place in the weights file. Tensors first, so the error names the one at fault
+    rather than the arena it would overflow.
+    """
+    def refuse(what: str, n: int) -> None:
+        raise LimitError(f"{what} needs {n} bytes, past the {MAX_SIZE} (2**62 - 1) that generated code "
+                         "can address in int64 arithmetic; lower the upper bounds of its dims")
+
+    for t in graph.tensors:
+        n = t.nbytes_upper()
+        if n > MAX_SIZE:
+            refuse(f"tensor '{user_name(graph, t)}' ({t.dtype.short}{[str(d) for d in t.shape]})", n)
+    for t, off in plan.offsets.items():
+        if off + align(t.nbytes_upper()) > MAX_SIZE:
+            refuse(f"tensor '{user_name(graph, t)}' at arena offset {off}", off + align(t.nbytes_upper()))
+    if plan.arena_bytes > MAX_SIZE:
+        refuse("the activation arena", plan.arena_bytes)
+    for c in constants.values():
+        if c["offset"] + c["nbytes"] > MAX_SIZE:
+            refuse(f"constant '{c['name']}' at weights offset {c['offset']}", c["offset"] + c["nbytes"])
+
+
 def build_program(graph: Graph, calls: list[KernelCall], constants: dict[int, dict[str, Any]],
                   weights_header_bytes: int) -> dict[str, Any]:
+    """Every user-given name goes into the result as the user wrote it; the templates escape it
+    (`| cstr`), so nothing here quotes or escapes."""
     plan: MemoryPlan = graph.annotations["memory_plan"]
+    check_limits(graph, plan, constants)
     var_index, checks = bind_vars(graph)
     in_idx = {id(t): i for i, t in enumerate(graph.inputs)}
     out_names = list(graph.outputs)
@@ -79,31 +114,32 @@ def build_program(graph: Graph, calls: list[KernelCall], constants: dict[int, di
             return f"ctx->outputs[{out_idx[id(ext)]}]"
         raise ValueError(f"tensor '{t.name}' has no storage in the memory plan")
 
-    renamed = graph.annotations.get("renamed", {})  # name_graph's C-safe name -> the user's name
-
-    def info(t: Tensor, name: str) -> dict[str, Any]:
-        name = renamed.get(name, name) if t.is_input else name
-        # json.dumps escapes quotes and backslashes the way a C string literal needs
-        return {"name": json.dumps(name)[1:-1], "dtype": CODE[t.dtype], "rank": len(t.shape),
-                "max_shape": [d.upper for d in t.shape]}
+    def info(t: Tensor, name: str, what: str) -> dict[str, Any]:
+        return {"name": name, "dtype": CODE[t.dtype], "rank": len(t.shape),
+                "max_shape": [_fits(d.upper, f"{what}: the upper bound of dim {k}") for k, d in enumerate(t.shape)]}
 
     seen_funcs: list[str] = []
     rendered_calls = []
     for c in calls:
         if c.spec.func not in seen_funcs:
             seen_funcs.append(c.spec.func)
-        rendered_calls.append({"func": c.spec.func, "comment": c.op.replace("\n", " "),
-                               "ptrs": [ptr(t) for t in c.ptrs],
-                               "dims": [d if isinstance(d, str) else dim_expr(d, var_index) for d in c.dims]})
+        what = f"a size argument of the kernel for {c.op!r}"
+        rendered_calls.append({"func": c.spec.func, "comment": c.op, "ptrs": [ptr(t) for t in c.ptrs],
+                               "dims": [d if isinstance(d, str) else dim_expr(d, var_index, what) for d in c.dims]})
     outputs = []
     for j, (name, t) in enumerate(graph.outputs.items()):
-        o = info(t, name)
-        o["shape"] = [{"slot": j * MAX_RANK + k, "expr": dim_expr(d, var_index)} for k, d in enumerate(t.shape)]
+        o = info(t, name, f"output '{name}'")
+        o["shape"] = [{"slot": j * MAX_RANK + k, "expr": dim_expr(d, var_index, f"dim {k} of output '{name}'")}
+                      for k, d in enumerate(t.shape)]
         outputs.append(o)
+    inputs = []
+    for t in graph.inputs:
+        name = user_name(graph, t)
+        inputs.append(info(t, name, f"input '{name}'"))
     return {
         "model_name": graph.name,
         "kernel_funcs": seen_funcs,
-        "inputs": [info(t, t.name) for t in graph.inputs],
+        "inputs": inputs,
         "outputs": outputs,
         "constants": sorted(constants.values(), key=lambda c: c["index"]),
         "arena_bytes": plan.arena_bytes,
@@ -112,3 +148,9 @@ def build_program(graph: Graph, calls: list[KernelCall], constants: dict[int, di
         "checks": checks,
         "calls": rendered_calls,
     }
+
+
+def _fits(n: int, what: str) -> int:
+    if not -MAX_SIZE <= n <= MAX_SIZE:
+        raise LimitError(f"{what} is {n}, past the {MAX_SIZE} (2**62 - 1) that generated code holds in an int64")
+    return n

@@ -9,11 +9,30 @@ reshape, flatten and concat need; the same IntVar object in two places means equ
 from __future__ import annotations
 
 import math
-from typing import Iterable, Mapping, Union
+import operator
+from typing import Any, Iterable, Mapping, Union
 
-from ..errors import ShapeError
+from ..errors import LimitError, ShapeError
+from .names import check_name
 
 DimLike = Union["Dim", int]
+
+# Generated code holds every size, bound and offset in an int64. A static dim or an IntVar bound
+# must fit one; anything derived from them (a tensor's bytes, an arena offset, a kernel's size
+# argument) is checked against MAX_SIZE at code generation, which leaves a factor of two below
+# int64's limit so that the sum of two checked values (offset + size) still cannot wrap.
+INT64_MAX = 2**63 - 1
+MAX_SIZE = 2**62 - 1
+
+
+def as_int(v: Any, what: str) -> int:
+    """v as a Python int: ints and numpy integers (anything with __index__), never a bool or a float."""
+    if isinstance(v, bool) or getattr(getattr(v, "dtype", None), "kind", None) == "b":
+        raise ShapeError(f"{what} is a bool ({v!r}), not an integer")
+    try:
+        return operator.index(v)
+    except TypeError:
+        raise ShapeError(f"{what} must be an integer, got {type(v).__name__} {v!r}") from None
 
 # A polynomial: {monomial: coefficient}, monomial = sorted tuple of atoms (repeats for powers).
 _Poly = dict
@@ -196,9 +215,12 @@ class IntImm(Dim):
     """A static size."""
 
     def __init__(self, value: int):
-        if isinstance(value, bool) or not isinstance(value, (int,)) and not hasattr(value, "__index__"):
-            raise ShapeError(f"IntImm needs an integer, got {value!r}")
-        self._value = int(value)
+        value = as_int(value, "IntImm value")
+        # Negative values are legal here (H - k is built from IntImm(-k)); a Tensor refuses a
+        # negative static dim. A value past int64 would wrap in generated code.
+        if not -INT64_MAX - 1 <= value <= INT64_MAX:
+            raise LimitError(f"dimension {value} does not fit an int64")
+        self._value = value
 
     def _poly(self) -> _Poly:
         return {(): self._value} if self._value else {}
@@ -226,8 +248,12 @@ class IntVar(_Atom):
     """A dynamic size with bounds [lb, ub], bound from the inputs at run time. Equal by identity."""
 
     def __init__(self, name: str, lb: int, ub: int):
-        if not (isinstance(lb, int) and isinstance(ub, int)) or lb < 0 or ub < lb:
+        check_name(name, "IntVar name")
+        lb, ub = as_int(lb, f"IntVar '{name}': lower bound"), as_int(ub, f"IntVar '{name}': upper bound")
+        if lb < 0 or ub < lb:
             raise ShapeError(f"IntVar '{name}': bounds must satisfy 0 <= lb <= ub, got [{lb}, {ub}]")
+        if ub > INT64_MAX:
+            raise LimitError(f"IntVar '{name}': upper bound {ub} does not fit an int64 (at most {INT64_MAX})")
         self.name, self.lb, self.ub = name, lb, ub
 
     lower = property(lambda self: self.lb)
@@ -300,9 +326,10 @@ def as_dim(d: DimLike) -> Dim:
     if isinstance(d, bool):
         raise ShapeError(f"a dimension cannot be a bool ({d!r})")
     try:
-        return IntImm(int(d.__index__()))
-    except (AttributeError, TypeError):
+        v = operator.index(d)
+    except TypeError:
         raise ShapeError(f"not a dimension: {d!r}") from None
+    return IntImm(v)
 
 
 def as_shape(shape: Iterable[DimLike]) -> tuple[Dim, ...]:

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from typing import Iterable, Mapping, Optional, Union
 
-from ..errors import GraphError
+from ..errors import GraphError, op_label
+from .names import check_name
 from .op import Op
 from .tensor import Tensor
 
@@ -27,11 +28,14 @@ def normalize_outputs(outputs: Outputs) -> dict[str, Tensor]:
         raise GraphError(f"outputs must be a Tensor, a list or a dict of Tensors, got {type(outputs).__name__}")
     out: dict[str, Tensor] = {}
     for name, t in items:
+        # A key is the output's name in run()'s results and in the C tables: "y\x00a" and
+        # "y\x00b" would both read back as "y" there, so such a key is refused, not mangled.
+        check_name(name, "output name")
         if not isinstance(t, Tensor):
             raise GraphError(f"output '{name}' is a {type(t).__name__}, not a Tensor")
         if name in out:
             raise GraphError(f"two outputs are named '{name}'")
-        out[str(name)] = t
+        out[name] = t
     return out
 
 
@@ -39,12 +43,18 @@ def topo_order(outputs: Iterable[Tensor]) -> tuple[list[Op], list[Tensor]]:
     """Ops and tensors reachable from `outputs`, each after everything it reads.
 
     Iterative post-order DFS (deep graphs would overflow Python's recursion limit); inputs are
-    visited in operand order, so the order is deterministic.
+    visited in operand order, so the order is deterministic. A cycle (an op that reads, through
+    any chain, its own result: made by editing `op.inputs` by hand or by a broken rewrite) has no
+    such order, and the walk would revisit it forever: GraphError naming the ops on it.
     """
     ops: list[Op] = []
     tensors: list[Tensor] = []
     seen_t: set[int] = set()
     seen_op: set[int] = set()
+    # The ops being expanded, outermost first: each is a consumer of the next. The non-recursive
+    # walk finishes them in reverse, so a list works as the path of the recursive version.
+    path: list[Op] = []
+    on_path: set[int] = set()
     for root in outputs:
         stack: list[tuple[Tensor, bool]] = [(root, False)]
         while stack:
@@ -60,11 +70,17 @@ def topo_order(outputs: Iterable[Tensor]) -> tuple[list[Op], list[Tensor]]:
                 if id(op) not in seen_op:
                     seen_op.add(id(op))
                     ops.append(op)
+                    on_path.discard(id(op))
+                    path.pop()
                     for o in op.outputs:
                         if id(o) not in seen_t:
                             seen_t.add(id(o))
                             tensors.append(o)
                 continue
+            if id(op) in on_path:
+                raise GraphError(_cycle_message(path, op))
+            path.append(op)
+            on_path.add(id(op))
             stack.append((t, True))
             for inp in reversed(op.inputs):
                 if id(inp) not in seen_t:
@@ -72,16 +88,33 @@ def topo_order(outputs: Iterable[Tensor]) -> tuple[list[Op], list[Tensor]]:
     return ops, tensors
 
 
+def _check_input_names(inputs: list[Tensor]) -> None:
+    # run() takes inputs by name, and the compiled model lists them by name: two distinct inputs
+    # under one name would reach it as one, and the model would read a pointer it was never given.
+    seen: set[str] = set()
+    for t in inputs:
+        if t.name is not None:
+            if t.name in seen:
+                raise GraphError(f"two graph inputs are named '{t.name}'; give each input its own name")
+            seen.add(t.name)
+
+
+def _cycle_message(path: list[Op], op: Op) -> str:
+    cycle = path[next(k for k, o in enumerate(path) if o is op):] + [op]
+    return "the graph has a cycle (an op reads its own result): " + " -> ".join(op_label(o) for o in cycle)
+
+
 class Graph:
     def __init__(self, outputs: Mapping[str, Tensor], inputs: Optional[list[Tensor]] = None,
                  name: str = "model"):
-        self.name = name
+        self.name = check_name(name, "model name")
         self.outputs: dict[str, Tensor] = dict(outputs)
         self.ops: list[Op] = []
         self.tensors: list[Tensor] = []
         self.inputs: list[Tensor] = list(inputs) if inputs is not None else []
         self._explicit_inputs = inputs is not None
         self.sort()
+        _check_input_names(self.inputs)
         # Results of later stages (memory plan, kernel specs) are attached here by their passes.
         self.annotations: dict[str, object] = {}
 

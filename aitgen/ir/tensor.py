@@ -6,9 +6,10 @@ from typing import TYPE_CHECKING, Iterable, Optional
 
 import numpy as np
 
-from ..errors import DTypeError, ShapeError
-from .dims import Dim, DimLike, as_shape, shape_str
+from ..errors import DTypeError, LimitError, ShapeError
+from .dims import MAX_SIZE, Dim, DimLike, as_shape, shape_str
 from .dtype import DType, as_dtype
+from .names import check_optional_name
 
 if TYPE_CHECKING:
     from .op import Op
@@ -32,15 +33,24 @@ class Tensor:
 
     def __init__(self, shape: Iterable[DimLike], dtype="float32", name: Optional[str] = None,
                  value: Optional[np.ndarray] = None, producer: "Optional[Op]" = None):
-        self.shape: tuple[Dim, ...] = as_shape(shape)
-        self.dtype: DType = as_dtype(dtype)
         self.name = name
+        self.shape: tuple[Dim, ...] = _checked_shape(shape, name)
+        self.dtype: DType = as_dtype(dtype)
         self.producer = producer
         self.users: list[Op] = []
         self.is_output = False  # set by Graph for the tensors it returns
         self._value: Optional[np.ndarray] = None
         if value is not None:
             self.value = value
+
+    @property
+    def name(self) -> Optional[str]:
+        return self._name
+
+    @name.setter
+    def name(self, name: Optional[str]) -> None:
+        # Checked on every assignment, not only in __init__: passes and importers rename tensors.
+        self._name = check_optional_name(name, "tensor name")
 
     # -- constants ---------------------------------------------------------------------------
     @property
@@ -127,6 +137,26 @@ class Tensor:
 
     def __eq__(self, other):  # noqa: D105 - comparisons are ops.equal, never ==
         return self is other
+
+
+def _checked_shape(shape: Iterable[DimLike], name: Optional[str]) -> tuple[Dim, ...]:
+    """The shape as Dims; a static dim must be a size (>= 0) that generated code can hold."""
+    what = f"tensor '{name}'" if name is not None else "a tensor"
+    try:
+        dims = as_shape(shape)
+    except ShapeError as e:  # LimitError too: say which tensor the dim was for
+        raise type(e)(f"{what}: {e}") from None
+    except TypeError:
+        raise ShapeError(f"{what}: shape must be a sequence of dims, got {shape!r}") from None
+    for axis, d in enumerate(dims):
+        if not d.is_static:
+            continue
+        if d.value < 0:
+            raise ShapeError(f"{what}: dim {axis} is {d.value}; a size cannot be negative")
+        if d.value > MAX_SIZE:
+            raise LimitError(f"{what}: dim {axis} is {d.value}, past the largest size aitgen compiles "
+                             f"(2**62 - 1)")
+    return dims
 
 
 def constant(value, dtype=None, name: Optional[str] = None) -> Tensor:

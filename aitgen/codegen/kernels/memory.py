@@ -10,7 +10,6 @@ copy rows of D). pad (pad.cpp.j2) and gather (gather.cpp.j2) have their own kern
 """
 from __future__ import annotations
 
-import json
 from typing import Callable, Union
 
 import numpy as np
@@ -204,8 +203,8 @@ def lower_gather(op: Op, ctx: LowerContext) -> list[KernelCall]:
     y, ax = op.outputs[0], op.attrs.axis
     item = x.dtype.itemsize
     label = "gather" + (f" '{op.name}'" if op.name else "")
-    # json.dumps is a valid C string literal for the printable names ops get.
+    # The template writes the label as an escaped literal (`| cstr`): op names are user text.
     spec = copy_kernel(ctx, "gather", item, max_numel(x, y), elem=ELEM[item], index_t=STORAGE[idx.dtype],
-                       axis=ax, label=json.dumps(label))
+                       axis=ax, label=label)
     dims = [prod(x.shape[:ax]), x.shape[ax], prod(idx.shape), prod(x.shape[ax + 1:])]
     return [KernelCall(spec, [y, x, idx], dims, op.name or op.kind.value)]

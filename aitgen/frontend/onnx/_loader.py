@@ -16,7 +16,7 @@ from typing import Any, Mapping, Optional
 
 import numpy as np
 
-from ...errors import AitgenError, ImportError_, UnsupportedOpError
+from ...errors import AitgenError, ImportError_, InvalidNameError, UnsupportedOpError
 from ...ir.dims import Dim, IntImm, IntVar
 from ...ir.dtype import DType, as_dtype
 from ...ir.tensor import Tensor, constant
@@ -148,6 +148,8 @@ class Loader:
             lb, ub = self.dim_bounds.get(name, (1, self.default_dim_bound))
             try:
                 v = IntVar(name, int(lb), int(ub))
+            except InvalidNameError:  # a dim_param with a NUL: the name is at fault, not the bounds
+                raise
             except AitgenError as e:
                 raise ImportError_(f"{where}: bounds for dim '{name}': {e}") from None
             self.vars[name] = v
