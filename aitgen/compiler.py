@@ -3,8 +3,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import re
 import struct
 import time
+import uuid
 from pathlib import Path
 from typing import Optional, Sequence, Union
 
@@ -17,12 +20,21 @@ from .codegen.lower import lower_graph
 from .codegen.program import build_program
 from .codegen.render import render
 from .codegen.report import write_graph_json, write_report
+from .errors import WorkdirError
 from .ir.graph import Graph, Outputs
 from .options import CompileOptions
 from .passes import PIPELINE, PassFn, run_pipeline
 from .passes.memory_planning import memory_planning
+from .runtime.lock import LOCK_NAME, workdir_lock
 
 WEIGHTS = "weights.safetensors"
+MODEL_JSON = "model.json"
+FORMAT = 2   # model.json's layout; aitgen.runtime.artifacts reads this one only
+# Kernel file systems: a build there fails half-way or writes where it must not.
+_SYSTEM_TREES = (Path("/proc"), Path("/sys"), Path("/dev"))
+_LIBRARY = re.compile(r"model_[0-9a-f]{16}\.so")
+# A second build into a workdir waits for the first; CUDA builds of large models take many minutes.
+BUILD_LOCK_TIMEOUT = 3600.0
 
 
 def pick_target(target: str) -> str:
@@ -36,22 +48,72 @@ def pick_target(target: str) -> str:
     return "cuda" if has_cuda and cuda_available() else "cpu"
 
 
-def write_weights(graph: Graph, path: Path) -> tuple[dict[int, dict], int]:
-    """Save every constant by its (unique, C-safe) name; return the table the container reads."""
+def write_weights(graph: Graph, path: Path, build_id: str) -> tuple[dict[int, dict], int, dict[str, dict]]:
+    """Save every constant by its (unique, C-safe) name, the file tagged with `build_id`; return the
+    table the container reads, the header length (compiled into the library) and model.json's
+    "constants". The id has a fixed length, so the header length, and with it the library, does not
+    depend on its value."""
     consts = [t for t in graph.tensors if t.is_constant]
-    save_file({t.name: np.ascontiguousarray(t.value) for t in consts}, str(path))
-    raw = path.read_bytes()
-    (hlen,) = struct.unpack("<Q", raw[:8])
-    header = json.loads(raw[8:8 + hlen])
-    table = {}
+    save_file({t.name: np.ascontiguousarray(t.value) for t in consts}, str(path),
+              metadata={"aitgen_build_id": build_id})
+    with open(path, "rb") as f:
+        (hlen,) = struct.unpack("<Q", f.read(8))
+        header = json.loads(f.read(hlen))
+    table, meta = {}, {}
     for i, t in enumerate(consts):
         begin, end = header[t.name]["data_offsets"]
         table[id(t)] = {"index": i, "name": t.name, "dtype": _code(t), "nbytes": end - begin, "offset": begin}
-    return table, hlen
+        meta[t.name] = {"dtype": t.dtype.value, "shape": header[t.name]["shape"], "offset": begin,
+                        "nbytes": end - begin}
+    return table, hlen, meta
 
 
 def _tensor_meta(t) -> dict:
-    return {"dtype": t.dtype.value, "shape": [str(d) for d in t.shape], "max_shape": [d.upper for d in t.shape]}
+    return {"dtype": t.dtype.value, "shape": [str(d) for d in t.shape], "min_shape": [d.lower for d in t.shape],
+            "max_shape": [d.upper for d in t.shape]}
+
+
+def check_workdir(workdir) -> Path:
+    """`workdir` as an absolute path, or WorkdirError: not a path, empty, holding a NUL, a file
+    (or under one), or under /proc, /sys or /dev (symlinks followed)."""
+    if not isinstance(workdir, (str, os.PathLike)):
+        raise WorkdirError(f"workdir must be a path (str or os.PathLike), got {type(workdir).__name__}")
+    text = os.fspath(workdir)
+    if not isinstance(text, str):
+        raise WorkdirError(f"workdir must be a str path, got {type(text).__name__} {text[:80]!r}")
+    if not text:
+        raise WorkdirError("workdir is empty: name the folder to build into (e.g. 'build/model')")
+    if "\0" in text:
+        raise WorkdirError(f"workdir {text[:200]!r} contains a NUL character")
+    path = Path(os.path.abspath(text))
+    try:
+        real = path.resolve()
+    except (OSError, RuntimeError) as e:   # a symlink loop
+        raise WorkdirError(f"workdir {path}: cannot resolve it ({e})") from None
+    for tree in _SYSTEM_TREES:
+        if real == tree or tree in real.parents:
+            raise WorkdirError(f"workdir {path} lies under {tree}, a kernel file system: build elsewhere")
+    for p in (path, *path.parents):
+        if p.exists():
+            if not p.is_dir():
+                what = "is a file" if p == path else f"lies under {p}, which is a file"
+                raise WorkdirError(f"workdir {path} {what}, not a folder")
+            break
+    return path
+
+
+def _prepare_workdir(work: Path) -> None:
+    """Under the workdir lock: clear what a hostile or crashed workdir may hold where this build
+    writes. Symlinks at the folders the build fills are removed (files are replaced by rename
+    anyway); temp files of a killed build (a weights file may be gigabytes) go."""
+    for sub in ("obj", "profiler"):
+        p = work / sub
+        if p.is_symlink() or (p.exists() and not p.is_dir()):
+            p.unlink()
+    ours = tuple(f".{n}." for n in (WEIGHTS, MODEL_JSON, "report.json", "graph.json")) + (".model_",)
+    for tmp in work.glob(".*.tmp"):
+        if tmp.name.startswith(ours) and (tmp.is_symlink() or tmp.is_file()):
+            tmp.unlink(missing_ok=True)
 
 
 def _code(t) -> int:
@@ -82,6 +144,7 @@ def compile_model(outputs: Union[Outputs, Graph], target: str = "auto", workdir:
     from .runtime.model import Model
 
     t0 = time.perf_counter()
+    work = check_workdir(workdir)
     target = pick_target(target)
     backend = load_backend(target)
     arch = backend.resolve_arch(arch, cuda_capability)
@@ -92,9 +155,52 @@ def compile_model(outputs: Union[Outputs, Graph], target: str = "auto", workdir:
     # Memory planning runs last: it needs the final schedule and the names name_graph gives.
     graph = run_pipeline(graph, opts, list(PIPELINE) + list(extra_passes) + [memory_planning])
 
-    work = Path(workdir)
-    work.mkdir(parents=True, exist_ok=True)
-    constants, header_len = write_weights(graph, work / WEIGHTS)
+    try:
+        work.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise WorkdirError(f"cannot create workdir {work}: {e.strerror}") from None
+    build_mod.replace_symlink(work / LOCK_NAME)   # nobody can hold a lock through a link
+    # One build at a time per workdir, from its weights until the Model it returns has read them
+    # (Model.load from this thread passes the lock): two builds with other weights would otherwise
+    # each load the last one's weights.
+    with workdir_lock(work, exclusive=True, timeout=BUILD_LOCK_TIMEOUT):
+        _prepare_workdir(work)
+        # Every file is written under a temp name and renamed into place, model.json last: a build
+        # that dies leaves the previous build whole, or a mismatch the loader refuses, never a
+        # half-written file. A symlink in the workdir is replaced, never written through.
+        build_id = uuid.uuid4().hex
+        fd, weights_tmp = build_mod.new_temp(work / WEIGHTS)
+        os.close(fd)
+        try:
+            constants, header_len, constants_meta = write_weights(graph, weights_tmp, build_id)
+            result, calls, n_unique, library = _build_library(graph, backend, target, arch, opts, constants,
+                                                              header_len, work, extra_flags, progress, jobs)
+            os.replace(weights_tmp, work / WEIGHTS)
+        finally:
+            weights_tmp.unlink(missing_ok=True)
+        meta = {"format": FORMAT, "library": library, "library_sha256": _sha256_file(work / library),
+                "build_id": build_id, "target": target, "arch": arch, "cuda_graph": cuda_graph, "name": graph.name,
+                "inputs": {t.name: _tensor_meta(t) for t in graph.inputs},
+                "outputs": {k: _tensor_meta(t) for k, t in graph.outputs.items()},
+                "constants": constants_meta}
+        write_report(work, graph, num_ops=num_ops, calls=calls, unique_kernels=n_unique, build=result,
+                     seconds=time.perf_counter() - t0, target=target)
+        # What `aitgen inspect DIR` draws: the final graph, the kernels each op became, the memory plan.
+        write_graph_json(work, graph, calls)
+        build_mod.atomic_write(work / MODEL_JSON, json.dumps(meta, indent=1).encode())
+        for old in work.glob("model_*.so"):
+            # Only files of our form: a folder of that name is not ours to remove.
+            if old.name != library and _LIBRARY.fullmatch(old.name) and (old.is_symlink() or old.is_file()):
+                old.unlink(missing_ok=True)
+        if not load:
+            return work
+        return Model.load(work, num_runtimes=num_runtimes)
+
+
+def _build_library(graph, backend, target, arch, opts, constants, header_len, work: Path, extra_flags, progress,
+                   jobs) -> tuple[build_mod.BuildResult, list, int, str]:
+    """Lower, render and compile the graph into work/model_<digest>.so: (the build's result, the
+    kernel calls, how many kernels are unique, the library's file name)."""
     if opts.profile and backend.uses_cutlass:
         from .profiler.runner import profile_graph
         from .runtime.device import cuda_available
@@ -118,19 +224,16 @@ def compile_model(outputs: Union[Outputs, Graph], target: str = "auto", workdir:
     lflags = backend.link_flags() + [str(f) for f in extra_flags]
     digest = hashlib.sha256("\0".join([s.name + s.text for s in sources] + cflags).encode())
     library = f"model_{digest.hexdigest()[:16]}.so"
+    if (work / library).is_dir() and not (work / library).is_symlink():
+        raise WorkdirError(f"workdir {work} holds a folder named {library}, where this build's library goes")
     result = build_mod.build(sources, work / library, compiler=backend.compiler, flags=cflags,
                              link_flags=lflags, workdir=work / "obj", progress=progress, jobs=jobs)
-    for old in work.glob("model_*.so"):
-        if old.name != library:
-            old.unlink()
-    meta = {"library": library, "target": target, "arch": arch, "cuda_graph": cuda_graph, "name": graph.name,
-            "inputs": {t.name: _tensor_meta(t) for t in graph.inputs},
-            "outputs": {k: _tensor_meta(t) for k, t in graph.outputs.items()}}
-    (work / "model.json").write_text(json.dumps(meta, indent=1))
-    write_report(work, graph, num_ops=num_ops, calls=calls, unique_kernels=len(unique), build=result,
-                 seconds=time.perf_counter() - t0, target=target)
-    # What `aitgen inspect DIR` draws: the final graph, the kernels each op became, the memory plan.
-    write_graph_json(work, graph, calls)
-    if not load:
-        return work
-    return Model.load(work, num_runtimes=num_runtimes)
+    return result, calls, len(unique), library
+
+
+def _sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 22), b""):
+            h.update(chunk)
+    return h.hexdigest()

@@ -7,19 +7,26 @@ entry or none; the header holds the object's sha256, checked on every hit, so a 
 entry is a miss that gets rebuilt and is never linked. The header also lists the headers the object
 was compiled from (the compiler's -MMD depfile) with their hashes: editing a runtime header that a
 kernel includes invalidates that kernel's object, as ccache's direct mode does.
+
+A workdir may come from someone else: where the build writes a file or a folder, a symlink is
+replaced, never written through. ninja runs in its own session and dies with the thread that
+started it, stopping its compile jobs, so a killed or interrupted build leaves no compiler running.
 """
 from __future__ import annotations
 
+import ctypes
 import fcntl
 import functools
 import hashlib
 import json
 import os
 import re
+import secrets
 import shlex
+import signal
+import stat
 import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -27,7 +34,8 @@ from pathlib import Path, PurePosixPath
 from aitgen.codegen import locate
 from aitgen.errors import BuildError
 
-__all__ = ["Source", "BuildResult", "ObjectCache", "build", "default_cache_dir"]
+__all__ = ["Source", "BuildResult", "ObjectCache", "build", "default_cache_dir", "atomic_write", "new_temp",
+           "replace_symlink"]
 
 _CACHE_FORMAT = "aitgen-obj-v1"       # bump when the entry layout or key recipe changes
 _STATUS = "[aitgen-build "            # NINJA_STATUS prefix: tells our status lines from compiler output
@@ -75,22 +83,53 @@ def _file_digest(path: Path) -> str | None:
         st = path.stat()
     except OSError:
         return None
+    if not stat.S_ISREG(st.st_mode):
+        return None   # a FIFO planted in a workdir would block the read forever
     return _digest(str(path), st.st_ino, st.st_mtime_ns, st.st_size)
 
 
-def _atomic_write(path: Path, data: bytes) -> None:
+def new_temp(path: Path) -> tuple[int, Path]:
+    """(open fd, name) of a new file beside ``path``, to fill and then rename over it. O_EXCL and
+    O_NOFOLLOW: never an existing file or a symlink. Mode 0666 less the umask, as a plain create
+    would give (mkstemp's 0600 would hide a built model's files from other users)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    while True:
+        tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
+        try:
+            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666), tmp
+        except FileExistsError:
+            continue
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Write ``path`` whole or not at all, replacing (never writing through) a symlink there."""
     # Temp file in the same directory, then rename: readers never see a partial file, and two
     # writers of the same entry leave one whole entry. No fsync: a torn entry after a power loss
     # fails its checksum and is rebuilt, which is cheaper than an fsync per object.
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    fd, tmp = new_temp(path)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
         os.replace(tmp, path)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise
+
+
+def replace_symlink(path: Path) -> None:
+    """Remove ``path`` if it is a symlink: the build then creates a real file or folder there."""
+    if path.is_symlink():
+        path.unlink()
+
+
+def _real_dirs(root: Path, rel: PurePosixPath) -> None:
+    """Make root/rel a real folder, replacing a symlink (or a file) at any level below root."""
+    p = root
+    for part in rel.parts:
+        p = p / part
+        if p.is_symlink() or (p.exists() and not p.is_dir()):
+            p.unlink()
+        p.mkdir(exist_ok=True)
 
 
 class ObjectCache:
@@ -131,7 +170,7 @@ class ObjectCache:
 
     def store(self, key: str, obj: bytes, deps: dict[str, str]) -> None:
         meta = {"format": _CACHE_FORMAT, "size": len(obj), "sha256": hashlib.sha256(obj).hexdigest(), "deps": deps}
-        _atomic_write(self.path(key), json.dumps(meta, sort_keys=True).encode() + b"\n" + obj)
+        atomic_write(self.path(key), json.dumps(meta, sort_keys=True).encode() + b"\n" + obj)
 
 
 def _parse_depfile(text: str) -> list[str]:
@@ -186,18 +225,59 @@ def _failures(lines: list[str]) -> list[tuple[str, str, list[str]]]:
     return out
 
 
+PR_SET_PDEATHSIG = 1
+_prctl = None   # libc's prctl, looked up before any fork: a child of a threaded process must not dlopen
+
+
+def _die_with_parent(parent: int) -> None:
+    """In the child, between fork and exec: SIGTERM when the thread that started it dies (its
+    process killed with SIGKILL); ninja stops its compile jobs on SIGTERM."""
+    if _prctl is not None:
+        _prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
+    if os.getppid() != parent:   # the parent died before prctl took effect
+        os._exit(1)
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    """Stop ninja and its compiles. ninja leads its own process group, each compile job has its
+    own; on SIGTERM ninja signals every job's group, waits for them and exits."""
+    for sig, wait in ((signal.SIGTERM, 10.0), (signal.SIGKILL, None)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            pass
+        try:
+            proc.wait(timeout=wait)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
 def _run_ninja(workdir: Path, jobs: int, on_compiled) -> tuple[int, list[str]]:
+    global _prctl
     cmd = [str(locate.ninja()), "-f", "build.ninja", "-j", str(jobs)]
     env = {**os.environ, "NINJA_STATUS": _STATUS + "%f/%t] "}
+    linux = sys.platform.startswith("linux")
+    if linux and _prctl is None:
+        _prctl = ctypes.CDLL(None, use_errno=True).prctl
     lines: list[str] = []
-    with subprocess.Popen(cmd, cwd=workdir, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                          text=True, errors="replace") as proc:
+    # Its own session: a Ctrl-C on the terminal reaches only us, and we stop ninja (below).
+    proc = subprocess.Popen(cmd, cwd=workdir, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, errors="replace", start_new_session=True,
+                            preexec_fn=functools.partial(_die_with_parent, os.getpid()) if linux else None)
+    try:
         for line in proc.stdout:
             line = line.rstrip("\n")
             lines.append(line)
             # Without a TTY ninja prints an edge's status line when the edge finishes.
             if line.startswith(_STATUS) and "] CC " in line:
                 on_compiled()
+        proc.wait()
+    except BaseException:   # KeyboardInterrupt included: no compile may outlive the build
+        _stop(proc)
+        raise
+    finally:
+        proc.stdout.close()
     return proc.returncode, lines
 
 
@@ -232,11 +312,12 @@ def _check_names(sources: list[Source]) -> None:
 
 def _write_if_changed(path: Path, data: bytes) -> None:
     try:
-        if path.read_bytes() == data:
+        # Only a regular file is compared: a FIFO would block the read, a symlink must be replaced.
+        if not path.is_symlink() and path.is_file() and path.read_bytes() == data:
             return
     except OSError:
         pass
-    _atomic_write(path, data)
+    atomic_write(path, data)
 
 
 def build(sources: list[Source], out_so: Path, *, compiler: locate.Tool | str, flags: list[str],
@@ -261,9 +342,14 @@ def build(sources: list[Source], out_so: Path, *, compiler: locate.Tool | str, f
     cache = ObjectCache(cache_dir if cache_dir is not None else default_cache_dir())
     # Two builds in one workdir (test workers, two shells) would overwrite each other's build.ninja
     # and objects: the second waits for the first. Closing the file releases the lock.
-    with open(workdir / ".build.lock", "w") as lock:
+    lock_path = workdir / ".build.lock"
+    replace_symlink(lock_path)   # a link cannot be a lock anyone holds: nothing waits on it
+    lock = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    try:
         fcntl.flock(lock, fcntl.LOCK_EX)
         res = _build_locked(sources, out_so, tool, flags, link_flags, workdir, cache, jobs, progress)
+    finally:
+        os.close(lock)
     res.seconds = time.perf_counter() - t0
     return res
 
@@ -276,6 +362,8 @@ def _build_locked(sources, out_so, tool, flags, link_flags, workdir, cache, jobs
         src = workdir / "src" / s.name
         obj_rel = f"obj/{s.name}.o"           # keeps the suffix: a.cpp and a.cu do not collide
         objects[s.name] = obj_rel
+        _real_dirs(workdir, PurePosixPath("src", s.name).parent)
+        _real_dirs(workdir, PurePosixPath(obj_rel).parent)
         _write_if_changed(src, s.text.encode())
         key = ObjectCache.key(s, tool, flags)
         cached = cache.load(key, workdir)
@@ -287,8 +375,10 @@ def _build_locked(sources, out_so, tool, flags, link_flags, workdir, cache, jobs
             compile_cmds[s.name] = [cc, *flags, "-MMD", "-MF", obj_rel + ".d", "-c", f"src/{s.name}", "-o", obj_rel]
 
     # Link to a temp name and rename: a process that has the old library loaded keeps its inode.
-    tmp_so = out_so.with_name(f".{out_so.name}.{os.getpid()}.tmp")
-    link_cmd = [cc, "-shared", *objects.values(), "-o", str(tmp_so), *link_flags]
+    # Relative to the workdir: its path, which may hold any character, stays out of build.ninja.
+    tmp_so = out_so.with_name(f".{out_so.name}.{secrets.token_hex(6)}.tmp")
+    tmp_rel = os.path.relpath(tmp_so, workdir)
+    link_cmd = [cc, "-shared", *objects.values(), "-o", tmp_rel, *link_flags]
 
     # Every edge depends on 'always', a phony with no inputs, so ninja runs exactly the compiles we
     # decided are misses (never trusting a stale object in the workdir) and always relinks.
@@ -297,12 +387,17 @@ def _build_locked(sources, out_so, tool, flags, link_flags, workdir, cache, jobs
     for s, _ in misses:
         lines += [f"build {_ninja_path(objects[s.name])}: run src/{_ninja_path(s.name)} | always",
                   f"  cmd = {_ninja_cmd(compile_cmds[s.name])}", f"  desc = CC {s.name}"]
-    lines += [f"build {_ninja_path(str(tmp_so))}: run {' '.join(_ninja_path(o) for o in objects.values())} | always",
+    lines += [f"build {_ninja_path(tmp_rel)}: run {' '.join(_ninja_path(o) for o in objects.values())} | always",
               f"  cmd = {_ninja_cmd(link_cmd)}", f"  desc = LINK {out_so.name}",
-              f"default {_ninja_path(str(tmp_so))}", ""]
-    (workdir / "build.ninja").write_text("\n".join(lines))
-    for s, _ in misses:   # a stale object must not survive a failed compile and look built
+              f"default {_ninja_path(tmp_rel)}", ""]
+    atomic_write(workdir / "build.ninja", "\n".join(lines).encode())
+    for s, _ in misses:
+        # A stale object must not survive a failed compile and look built; and the compiler opens
+        # its outputs without O_NOFOLLOW, so no symlink may wait there.
         (workdir / objects[s.name]).unlink(missing_ok=True)
+        (workdir / (objects[s.name] + ".d")).unlink(missing_ok=True)
+    for log in (".ninja_log", ".ninja_deps", ".ninja_log.recompact", ".ninja_deps.recompact"):
+        replace_symlink(workdir / log)   # ninja appends to these through any symlink
 
     bar = _progress_bar(len(sources), len(hits), out_so.name) if progress else None
     done = [0]
@@ -315,6 +410,9 @@ def _build_locked(sources, out_so, tool, flags, link_flags, workdir, cache, jobs
 
     try:
         rc, out = _run_ninja(workdir, max(1, jobs or os.cpu_count() or 1), on_compiled)
+    except BaseException:
+        tmp_so.unlink(missing_ok=True)
+        raise
     finally:
         if bar is not None:
             bar.close()
@@ -326,7 +424,7 @@ def _build_locked(sources, out_so, tool, flags, link_flags, workdir, cache, jobs
             if objects[s.name] not in failed and (workdir / objects[s.name]).exists():
                 _store(cache, key, workdir, objects[s.name], f"src/{s.name}")
         _raise_failure(out, rc, workdir, {objects[s.name]: s.name for s, _ in misses}, compile_cmds,
-                       str(tmp_so), link_cmd, out_so)
+                       tmp_rel, link_cmd, out_so)
     os.replace(tmp_so, out_so)
 
     for s, key in misses:

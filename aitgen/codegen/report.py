@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Optional
 
 from ..ir.graph import Graph
+from .build import atomic_write
 
 
 def write_report(workdir: Path, graph: Graph, *, num_ops: int, calls, unique_kernels: int, build,
@@ -32,7 +33,7 @@ def write_report(workdir: Path, graph: Graph, *, num_ops: int, calls, unique_ker
         "pipeline_input": graph.annotations.get("pipeline_input"),
         "kernels": [{"op": c.op, "func": c.spec.func, "template": c.spec.template} for c in calls],
     }
-    (workdir / "report.json").write_text(json.dumps(report, indent=1))
+    atomic_write(workdir / "report.json", json.dumps(report, indent=1).encode())
     return report
 
 
@@ -148,5 +149,5 @@ def graph_description(graph: Graph, calls) -> dict:
 
 def write_graph_json(workdir: Path, graph: Graph, calls) -> dict:
     desc = graph_description(graph, calls)
-    (workdir / "graph.json").write_text(json.dumps(desc, indent=1))
+    atomic_write(workdir / "graph.json", json.dumps(desc, indent=1).encode())
     return desc
