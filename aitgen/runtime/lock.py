@@ -34,7 +34,10 @@ def workdir_lock(workdir: Path, *, exclusive: bool, timeout: float = 600.0) -> I
     `timeout` seconds. A shared request on a read-only workdir without a lock file goes unlocked:
     nobody can be building there."""
     key = str(Path(workdir).resolve())
-    if not exclusive and key in _held_here():
+    if key in _held_here():
+        if exclusive:  # a build into the workdir this thread is building would wait on itself
+            raise WorkdirError(f"workdir {key} is already being built by this thread (a build inside a "
+                               "build of the same workdir); use another workdir")
         yield
         return
     path = Path(key) / LOCK_NAME
