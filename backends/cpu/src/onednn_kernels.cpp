@@ -28,26 +28,19 @@ dt compute_type(Storage s, bool convert) {
 dnnl::algorithm algorithm_of(PostAlg a) {
   using A = dnnl::algorithm;
   switch (a) {
-    case PostAlg::relu: return A::eltwise_relu;
-    case PostAlg::gelu_erf: return A::eltwise_gelu_erf;
     case PostAlg::gelu_tanh: return A::eltwise_gelu_tanh;
     case PostAlg::tanh: return A::eltwise_tanh;
     case PostAlg::logistic: return A::eltwise_logistic;
     case PostAlg::swish: return A::eltwise_swish;
-    case PostAlg::clip: return A::eltwise_clip;
     case PostAlg::hardswish: return A::eltwise_hardswish;
     case PostAlg::linear: return A::eltwise_linear;
     case PostAlg::abs: return A::eltwise_abs;
     case PostAlg::sqrt: return A::eltwise_sqrt;
-    case PostAlg::exp: return A::eltwise_exp;
-    case PostAlg::log: return A::eltwise_log;
     case PostAlg::pow: return A::eltwise_pow;
     case PostAlg::add: return A::binary_add;
     case PostAlg::sub: return A::binary_sub;
     case PostAlg::mul: return A::binary_mul;
     case PostAlg::div: return A::binary_div;
-    case PostAlg::max: return A::binary_max;
-    case PostAlg::min: return A::binary_min;
   }
   throw std::runtime_error("oneDNN kernel: unknown post-op");
 }

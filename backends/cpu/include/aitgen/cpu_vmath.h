@@ -110,8 +110,15 @@ inline float tanh_poly(float x) {
   return a < 0.625f ? x + x * u * p : big;
 }
 
-// 1 / (1 + exp(-x)): below x = -87 exp_poly saturates at e^88, so the result is ~6e-39, not 0.
-inline float sigmoid_poly(float x) { return 1.0f / (1.0f + exp_poly(-x)); }
+// 1 / (1 + e^-x) through e = e^-|x| <= 1 (as cuda_math.cuh): e^-x itself would saturate at e^88
+// for x < -88, leaving ~6e-39 where the sigmoid is 0, so that silu(-inf) = -inf * 6e-39 = -inf
+// instead of the NaN of -inf * 0 (the oracle's and torch's), and silu(-3e38) = -1.8 instead of -0.
+// x < 0 gives e / (1 + e), which keeps relative accuracy in that tail too.
+inline float sigmoid_poly(float x) {
+  const float e = exp_poly(-std::fabs(x));
+  const float r = 1.0f / (1.0f + e);
+  return x >= 0.0f ? r : e * r;
+}
 
 // Small float32 GEMM for blocks already in cache (attention tiles), no packing:
 // C[M x N] (+)= A[M x K] * B[K x N]; B and C row-major with leading dimensions; A's element (r, k)

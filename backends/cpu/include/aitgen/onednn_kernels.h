@@ -18,10 +18,10 @@ enum class Storage : int { f32 = 0, f16 = 1, bf16 = 2 };
 // (sizes, strides) at d[md] (post_rank of each) in the coordinates of the dst descriptor. The loop
 // computes the whole expression over the stored output; it runs instead of the post-ops when oneDNN
 // would take them only in a slower implementation than the plain primitive, and after an empty
-// reduction.
+// reduction. Only the post-ops that keep NaN and +-inf as the op defines them: oneDNN's relu, clip,
+// max and min drop NaN, gelu_erf, exp and pow(x, -0.5) get +-inf or NaN wrong, so the loop does those.
 enum class PostAlg : int {
-  relu, gelu_erf, gelu_tanh, tanh, logistic, swish, clip, hardswish, linear, abs, sqrt, exp, log, pow,
-  add, sub, mul, div, max, min
+  gelu_tanh, tanh, logistic, swish, hardswish, linear, abs, sqrt, pow, add, sub, mul, div
 };
 struct PostOp {
   PostAlg alg;
