@@ -124,7 +124,7 @@ class CudaIO:
 
     def device_view(self, name: str, obj: Any) -> Optional[dlpack.DLView]:
         """A CUDA DLPack tensor as read in place; None for a host one (the caller copies it)."""
-        dev_type, dev_id = dlpack.device_of(obj)
+        dev_type, dev_id = dlpack.device_of(obj, name)
         if dev_type == dlpack.CPU:
             return None
         if dev_type not in (dlpack.CUDA, dlpack.CUDA_MANAGED):

@@ -11,7 +11,7 @@ import ctypes
 import dataclasses
 from typing import Any, Optional
 
-from ..errors import RuntimeInputError
+from ..errors import RuntimeInputError, RuntimeInputTypeError
 from ..ir.dtype import DType
 
 # DLDeviceType values
@@ -76,9 +76,15 @@ def is_dlpack(obj: Any) -> bool:
     return hasattr(obj, "__dlpack__") and hasattr(obj, "__dlpack_device__")
 
 
-def device_of(obj: Any) -> tuple[int, int]:
-    dev_type, dev_id = obj.__dlpack_device__()
-    return int(dev_type), int(dev_id)
+def device_of(obj: Any, name: str) -> tuple[int, int]:
+    """(DLDeviceType, device id) of input `name`; a producer whose answer is not that pair is a
+    RuntimeInputTypeError."""
+    try:
+        dev_type, dev_id = obj.__dlpack_device__()
+        return int(dev_type), int(dev_id)
+    except Exception as e:  # noqa: BLE001 - any object may claim the protocol
+        raise RuntimeInputTypeError(f"input '{name}': its __dlpack_device__ did not give (device type, id): "
+                                    f"{type(e).__name__}") from None
 
 
 def view(obj: Any, name: str, stream: Optional[int] = None) -> DLView:

@@ -6,21 +6,28 @@ inputs' framework.
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import dataclasses
-import json
+import os
 import statistics
 import time
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping, Optional, Union
+from typing import Optional, Union
 
 import numpy as np
 
-from ..errors import AitgenError, ModelError, RuntimeInputError
+from ..errors import AitgenError, ModelError, RuntimeInputError, RuntimeInputTypeError, WorkdirError
 from ..ir.dtype import DType
-from . import dlpack
+from . import artifacts, dlpack
+from .lock import workdir_lock
 
 MAX_RANK = 8
+# Each runtime holds its own activation arena; beyond this a count is a mistake (2**32 + 1 once
+# wrapped to 1 in the C int).
+MAX_RUNTIMES = 1024
+MAX_ITERS = 10**9
 _DTYPES = [DType.float32, DType.float16, DType.bfloat16, DType.int8, DType.int32, DType.int64, DType.bool]
 
 
@@ -49,7 +56,8 @@ def _bind(lib: ctypes.CDLL) -> None:
                                             ctypes.POINTER(I64)]
     lib.ait_model_run.argtypes = [P, ctypes.POINTER(P), ctypes.POINTER(ctypes.POINTER(I64)), ctypes.POINTER(P),
                                   ctypes.POINTER(I64)]
-    lib.ait_model_set_constant.argtypes = [P, ctypes.c_char_p, P, I64]
+    lib.ait_model_set_constants.argtypes = [P, I, ctypes.POINTER(ctypes.c_char_p), ctypes.POINTER(P),
+                                            ctypes.POINTER(I64)]
     lib.ait_model_set_option.argtypes = [P, ctypes.c_char_p, I64]
     lib.ait_last_error.restype = ctypes.c_char_p
 
@@ -64,30 +72,54 @@ class Model:
 
     def __init__(self, workdir: Union[str, Path], num_runtimes: int = 1, *, cuda_graph: Optional[bool] = None,
                  device: int = 0):
-        self.workdir = Path(workdir)
-        meta_path = self.workdir / "model.json"
-        if not meta_path.exists():
-            raise AitgenError(f"{self.workdir} holds no built model (no model.json)")
-        self.meta = json.loads(meta_path.read_text())
-        self.target = self.meta.get("target", "cpu")
-        self._io = None
-        if self.target == "cuda":
-            from ..codegen.backend import load_backend
-            from .cuda import prepare_device
-            caps = dict(load_backend("cuda").capabilities)
-            prepare_device(self.meta, device, lambda cc: caps.get(f"{cc[0]}.{cc[1]}"))
-        self._lib = ctypes.CDLL(str(self.workdir / self.meta["library"]), mode=ctypes.RTLD_LOCAL)
-        _bind(self._lib)
-        handle = ctypes.c_void_p()
-        self._check(self._lib.ait_model_create(str(self.workdir).encode(), int(num_runtimes), ctypes.byref(handle)))
-        self._handle = handle
+        self._handle, self._io = None, None
+        num_runtimes = _count(num_runtimes, "num_runtimes", 1, MAX_RUNTIMES)
+        device = _count(device, "device", 0, 1 << 16)
+        if cuda_graph is not None and not isinstance(cuda_graph, bool):
+            raise RuntimeInputTypeError(f"cuda_graph must be True, False or None, got {type(cuda_graph).__name__}")
+        self.workdir = artifacts.resolve_workdir(workdir)
+        with contextlib.ExitStack() as held:
+            # Shared: a build into this workdir (exclusive) neither starts nor is half-seen until
+            # the library has read its weights.
+            try:
+                held.enter_context(workdir_lock(self.workdir, exclusive=False))
+            except WorkdirError as e:   # a lock file that is a link or a folder; a build that never ends
+                raise ModelError(str(e)) from None
+            art = artifacts.read_artifacts(self.workdir)
+            self.meta = art.meta
+            self.target = self.meta["target"]
+            if self.target == "cuda":
+                from ..codegen.backend import load_backend
+                from .cuda import prepare_device
+                caps = dict(load_backend("cuda").capabilities)
+                prepare_device(self.meta, device, lambda cc: caps.get(f"{cc[0]}.{cc[1]}"))
+            try:
+                self._lib = ctypes.CDLL(str(art.library), mode=ctypes.RTLD_LOCAL)
+                _bind(self._lib)
+            except (OSError, AttributeError) as e:
+                raise ModelError(f"cannot load {art.library}: {e}") from None
+            handle = ctypes.c_void_p()
+            self._check(self._lib.ait_model_create(os.fsencode(self.workdir), num_runtimes, ctypes.byref(handle)))
+            self._handle = handle
+        try:
+            self._finish_load(art, cuda_graph, device)
+        except BaseException:
+            self.close()
+            raise
+
+    def _finish_load(self, art: artifacts.Artifacts, cuda_graph: Optional[bool], device: int) -> None:
+        handle = self._handle
         self.input_specs = self._specs(self._lib.ait_model_input_info, self._lib.ait_model_num_inputs(handle))
         self.output_specs = self._specs(self._lib.ait_model_output_info, self._lib.ait_model_num_outputs(handle))
-        self._constants = {}
+        table = {}
         for i in range(self._lib.ait_model_num_constants(handle)):
             name, dt, nb = ctypes.c_char_p(), ctypes.c_int(), ctypes.c_int64()
             self._check(self._lib.ait_model_constant_info(handle, i, ctypes.byref(name), ctypes.byref(dt), ctypes.byref(nb)))
-            self._constants[name.value.decode()] = (_DTYPES[dt.value], nb.value)
+            table[self._text(name.value)] = (self._dtype(dt.value), nb.value)
+        artifacts.check_library_tables(art, {n: (s.dtype, s.max_shape) for n, s in self.input_specs.items()},
+                                       {n: (s.dtype, s.max_shape) for n, s in self.output_specs.items()}, table)
+        self._constants = art.constants
+        self._min_shape = {n: t.min_shape for n, t in art.inputs.items()}
         if self.target == "cuda":
             from .cuda import CudaIO
             self._io = CudaIO(self.input_specs, self.output_specs, device)
@@ -98,7 +130,9 @@ class Model:
 
     @classmethod
     def load(cls, workdir: Union[str, Path], num_runtimes: int = 1, **kw) -> "Model":
-        """Load a build directory; keyword arguments as for Model (cuda_graph, device)."""
+        """Load a build directory; keyword arguments as for Model (cuda_graph, device).
+        `num_runtimes` (1..MAX_RUNTIMES) calls of `run` proceed at once. Every artefact is checked
+        first (aitgen/runtime/artifacts.py); a bad one is a ModelError naming the file."""
         return cls(workdir, num_runtimes, **kw)
 
     # -- info -------------------------------------------------------------------------------
@@ -108,8 +142,24 @@ class Model:
             name, dt, rank = ctypes.c_char_p(), ctypes.c_int(), ctypes.c_int()
             shape = (ctypes.c_int64 * MAX_RANK)()
             self._check(fn(self._handle, i, ctypes.byref(name), ctypes.byref(dt), ctypes.byref(rank), shape))
-            out[name.value.decode()] = TensorSpec(name.value.decode(), _DTYPES[dt.value], tuple(shape[:rank.value]))
+            if not 0 <= rank.value <= MAX_RANK:
+                raise ModelError(f"the library reports rank {rank.value} for a tensor; the workdir is damaged")
+            text = self._text(name.value)
+            out[text] = TensorSpec(text, self._dtype(dt.value), tuple(shape[:rank.value]))
         return out
+
+    @staticmethod
+    def _text(raw: Optional[bytes]) -> str:
+        try:
+            return (raw or b"").decode()
+        except UnicodeDecodeError:
+            raise ModelError("the library reports a name that is not UTF-8; the workdir is damaged") from None
+
+    @staticmethod
+    def _dtype(code: int) -> DType:
+        if not 0 <= code < len(_DTYPES):
+            raise ModelError(f"the library reports dtype code {code}; the workdir is damaged")
+        return _DTYPES[code]
 
     def _check(self, status: int) -> None:
         if status == 0:
@@ -118,55 +168,70 @@ class Model:
         raise (RuntimeInputError if status == 1 else ModelError)(msg)
 
     # -- running ----------------------------------------------------------------------------
+    # Every check on an input reads only its type, dtype and shape, so a bad call costs nothing
+    # however large the array claims to be (a broadcast view); data is copied only once it passed.
     def _prepare(self, inputs: Mapping[str, object]) -> list[tuple[str, object]]:
         """(name, numpy array or CUDA DLView) per input, in the model's order, checked."""
+        if not isinstance(inputs, Mapping):
+            raise RuntimeInputTypeError(f"inputs must be a dict input name -> array, got {type(inputs).__name__}")
+        for k in inputs:
+            if not isinstance(k, str):
+                raise RuntimeInputTypeError(f"input names are strings, got a key of type {type(k).__name__}")
         unknown = [k for k in inputs if k not in self.input_specs]
         if unknown:
             raise RuntimeInputError(f"unknown input '{unknown[0]}'; the inputs are {list(self.input_specs)}")
+        missing = [k for k in self.input_specs if k not in inputs]
+        if missing:
+            raise RuntimeInputError(f"missing input '{missing[0]}'")
         feeds = []
         for name, spec in self.input_specs.items():
-            if name not in inputs:
-                raise RuntimeInputError(f"missing input '{name}'")
             a = inputs[name]
             if not isinstance(a, np.ndarray) and dlpack.is_dlpack(a):
                 view = self._io.device_view(name, a) if self._io is not None else None
                 if view is not None:
                     feeds.append((name, self._check_view(name, spec, view)))
                     continue
-                a = self._host_array(name, a)
+                a = self._host_array(name, spec, a)
             if not isinstance(a, np.ndarray):
-                raise RuntimeInputError(f"input '{name}': expected a numpy array or a DLPack tensor, got "
-                                        f"{type(a).__name__}")
-            if a.dtype != spec.dtype.np:
-                raise RuntimeInputError(f"input '{name}': dtype {a.dtype}, expected {spec.dtype}")
-            if a.ndim != spec.rank:
-                raise RuntimeInputError(f"input '{name}': rank {a.ndim} (shape {list(a.shape)}), expected rank {spec.rank}")
-            feeds.append((name, np.ascontiguousarray(a)))
+                raise RuntimeInputTypeError(f"input '{name}': expected a numpy array or a DLPack tensor, got "
+                                            f"{type(a).__name__}")
+            self._check_meta(name, spec, a.dtype, a.shape)
+            # Aligned too: a view at an odd byte offset is contiguous but not fit for the kernels.
+            feeds.append((name, np.require(a, requirements=("C", "A"))))
         return feeds
 
-    @staticmethod
-    def _host_array(name: str, a) -> np.ndarray:
-        dev_type, dev_id = dlpack.device_of(a)
+    def _check_meta(self, name: str, spec: TensorSpec, dtype, shape: tuple) -> None:
+        if dtype != spec.dtype.np:
+            hint = " (byte order differs: use .astype(native))" if getattr(dtype, "byteorder", "=") not in "=|" else ""
+            raise RuntimeInputError(f"input '{name}': dtype {dtype}{hint}, expected {spec.dtype}")
+        if len(shape) != spec.rank:
+            raise RuntimeInputError(f"input '{name}': rank {len(shape)} (shape {list(shape)}), expected rank "
+                                    f"{spec.rank}")
+        for axis, (n, lo, hi) in enumerate(zip(shape, self._min_shape[name], spec.max_shape)):
+            if not lo <= n <= hi:
+                want = f"expected {hi}" if lo == hi else f"outside its bounds [{lo}, {hi}]"
+                raise RuntimeInputError(f"input '{name}': dim {axis} is {n}, {want}")
+
+    def _host_array(self, name: str, spec: TensorSpec, a) -> np.ndarray:
+        dev_type, dev_id = dlpack.device_of(a, name)
         if dev_type != dlpack.CPU:
             raise RuntimeInputError(f"input '{name}' lives on DLPack device ({dev_type}, {dev_id}); this model runs "
                                     "on the CPU and reads host memory")
         try:
-            return np.from_dlpack(a)
+            return np.from_dlpack(a)   # a view: checked by the caller before any copy
         except Exception:  # noqa: BLE001 - a dtype numpy's DLPack import lacks (bfloat16): read it ourselves
             v = dlpack.view(a, name)
             if v.dtype is None or not v.contiguous:
                 raise RuntimeInputError(f"input '{name}': a host tensor of {v.dtype_text} that numpy cannot read "
                                         "(pass a contiguous tensor of a supported dtype)") from None
+            self._check_meta(name, spec, v.dtype.np, v.shape)
             raw = (ctypes.c_char * v.nbytes).from_address(v.ptr)
             return np.frombuffer(raw, dtype=v.dtype.np).reshape(v.shape).copy()
 
-    @staticmethod
-    def _check_view(name: str, spec: TensorSpec, v) -> object:
+    def _check_view(self, name: str, spec: TensorSpec, v) -> object:
         if v.dtype is not spec.dtype:
             raise RuntimeInputError(f"input '{name}': dtype {v.dtype or v.dtype_text}, expected {spec.dtype}")
-        if len(v.shape) != spec.rank:
-            raise RuntimeInputError(f"input '{name}': rank {len(v.shape)} (shape {list(v.shape)}), expected rank "
-                                    f"{spec.rank}")
+        self._check_meta(name, spec, spec.dtype.np, v.shape)
         if not v.contiguous:
             raise RuntimeInputError(f"input '{name}': a strided (non-contiguous) tensor; pass a contiguous one "
                                     "(e.g. .contiguous())")
@@ -198,6 +263,8 @@ class Model:
 
     def benchmark(self, inputs: Mapping[str, np.ndarray], iters: int = 50, warmup: int = 5) -> dict[str, float]:
         """Latency of `run` in milliseconds: median, mean, min over `iters` timed calls."""
+        iters = _count(iters, "iters", 1, MAX_ITERS)
+        warmup = _count(warmup, "warmup", 0, MAX_ITERS)
         for _ in range(warmup):
             self.run(inputs)
         times = []
@@ -209,17 +276,35 @@ class Model:
                 "iters": iters}
 
     def set_constants(self, values: Mapping[str, np.ndarray]) -> None:
-        """Replace constants by name (names as in report/graph after name_graph)."""
+        """Replace constants by name (names as in report/graph after name_graph), each an array of
+        the constant's dtype and shape. All at once: a run sees every old or every new value, and
+        when any entry is bad (RuntimeInputError naming it) nothing changes."""
+        if not isinstance(values, Mapping):
+            raise RuntimeInputTypeError(f"set_constants takes a dict constant name -> array, got "
+                                        f"{type(values).__name__}")
+        if self._handle is None:
+            raise ModelError("the model is closed")
+        names, arrays = [], []
         for name, v in values.items():
-            if name not in self._constants:
+            if not isinstance(name, str):
+                raise RuntimeInputTypeError(f"constant names are strings, got a key of type {type(name).__name__}")
+            c = self._constants.get(name)
+            if c is None:
                 raise RuntimeInputError(f"no constant named '{name}' (folded away, or a typo); "
                                         f"known: {sorted(self._constants)[:8]}...")
-            dt, nbytes = self._constants[name]
-            a = np.ascontiguousarray(v)
-            if a.dtype != dt.np or a.nbytes != nbytes:
-                raise RuntimeInputError(f"constant '{name}': got {a.dtype} with {a.nbytes} bytes, expected {dt} "
-                                        f"with {nbytes} bytes")
-            self._check(self._lib.ait_model_set_constant(self._handle, name.encode(), a.ctypes.data, a.nbytes))
+            if not isinstance(v, np.ndarray):
+                raise RuntimeInputTypeError(f"constant '{name}': expected a numpy array, got {type(v).__name__}")
+            if v.dtype != c.dtype.np or v.shape != c.shape:
+                raise RuntimeInputError(f"constant '{name}': got {v.dtype} of shape {list(v.shape)}, expected "
+                                        f"{c.dtype} of shape {list(c.shape)}")
+            names.append(name.encode())
+            arrays.append(np.require(v, requirements=("C", "A")))
+        if not names:
+            return
+        n = len(names)
+        self._check(self._lib.ait_model_set_constants(
+            self._handle, n, (ctypes.c_char_p * n)(*names), (ctypes.c_void_p * n)(*[a.ctypes.data for a in arrays]),
+            (ctypes.c_int64 * n)(*[a.nbytes for a in arrays])))
 
     # -- lifetime ---------------------------------------------------------------------------
     def close(self) -> None:
@@ -240,3 +325,13 @@ class Model:
             self.close()
         except Exception:
             pass
+
+
+def _count(value, what: str, lo: int, hi: int) -> int:
+    """An int argument in [lo, hi]: bool and other types are RuntimeInputTypeError (a C int would
+    otherwise take them, or wrap a large one)."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise RuntimeInputTypeError(f"{what} must be an int, got {type(value).__name__}")
+    if not lo <= int(value) <= hi:
+        raise RuntimeInputError(f"{what} must be in [{lo}, {hi}], got {int(value)}")
+    return int(value)

@@ -70,7 +70,14 @@ std::string library_name(const std::string& model_dir) {
   size_t open = key == std::string::npos ? key : json.find('"', json.find(':', key) + 1);
   size_t close = open == std::string::npos ? open : json.find('"', open + 1);
   if (close == std::string::npos) throw UsageError(model_dir + "/model.json names no library");
-  return json.substr(open + 1, close - open - 1);
+  std::string name = json.substr(open + 1, close - open - 1);
+  // Only the form aitgen writes, model_<16 hex>.so: a name with a path would make dlopen run a
+  // library outside the workdir.
+  const std::string hex = "0123456789abcdef";
+  bool ok = name.size() == 25 && name.compare(0, 6, "model_") == 0 && name.compare(22, 3, ".so") == 0;
+  for (size_t i = 6; ok && i < 22; ++i) ok = hex.find(name[i]) != std::string::npos;
+  if (!ok) throw UsageError(model_dir + "/model.json: library '" + name + "' is not of the form model_<16 hex>.so");
+  return name;
 }
 
 const char* dtype_name(int dt) {

@@ -2,13 +2,18 @@
 // with its own activation arena) handed out to concurrent callers, and errors turned into status
 // codes with a thread-local message, so no exception leaves the library. Where memory lives and how
 // a run executes is the backend's (aitgen/backend_hooks.h): one container serves every backend.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <condition_variable>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <memory>
 #include <mutex>
 #include <stdexcept>
@@ -81,6 +86,7 @@ struct AitModel {
   std::vector<std::unique_ptr<Runtime>> runtimes;
   std::vector<Runtime*> idle;
   std::mutex mu;
+  std::mutex hold_mu;  // serialises HoldAll
   std::condition_variable cv;
   std::atomic<int64_t> constants_version{0};
 
@@ -103,10 +109,12 @@ struct AitModel {
 namespace {
 
 // Every runtime of the model, held for a scope: no run is in flight while constants or options change.
+// One holder at a time (hold_mu): two holders each taking some runtimes would wait on each other forever.
 struct HoldAll {
   AitModel* m;
+  std::lock_guard<std::mutex> one_holder;
   std::vector<Runtime*> held;
-  explicit HoldAll(AitModel* model) : m(model) {
+  explicit HoldAll(AitModel* model) : m(model), one_holder(model->hold_mu) {
     for (size_t i = 0; i < m->runtimes.size(); ++i) held.push_back(m->acquire());
   }
   ~HoldAll() {
@@ -116,36 +124,73 @@ struct HoldAll {
   HoldAll& operator=(const HoldAll&) = delete;
 };
 
+// An open file descriptor, closed with the owner.
+struct Fd {
+  int fd;
+  explicit Fd(int f) : fd(f) {}
+  ~Fd() {
+    if (fd >= 0) ::close(fd);
+  }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+};
+
+// Exactly n bytes at `offset`, or an error naming the file (a file cut short after the size check).
+void read_at(int fd, char* dst, int64_t n, int64_t offset, const std::string& path) {
+  while (n > 0) {
+    const size_t want = static_cast<size_t>(std::min<int64_t>(n, int64_t{1} << 30));
+    const ssize_t got = ::pread(fd, dst, want, static_cast<off_t>(offset));
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) throw std::runtime_error(path + " is truncated or unreadable");
+    dst += got;
+    offset += got;
+    n -= got;
+  }
+}
+
 // weights.safetensors: 8-byte little-endian header length, a JSON header, then the data section.
 // The build recorded each constant's offset into the data section and the header length, so the
 // container needs no JSON parser; a different header length means a file from another build.
+// Python's loader checks the header in full; this checks what reading needs, for C/C++ callers
+// too: a regular file (a FIFO would block the read forever) that holds every constant's bytes.
 void load_weights(AitModel* m, const std::string& dir) {
   const AitModelInfo* info = m->info;
   int64_t total = 0;
-  for (int i = 0; i < info->num_constants; ++i)
-    total = std::max<int64_t>(total, info->constants[i].offset + info->constants[i].nbytes);
+  for (int i = 0; i < info->num_constants; ++i) {
+    const AitConstantInfo& c = info->constants[i];
+    if (c.offset < 0 || c.nbytes < 0 || c.offset > INT64_MAX - c.nbytes)
+      throw std::runtime_error(std::string("constant '") + c.name + "' has a bad offset or size");
+    total = std::max<int64_t>(total, c.offset + c.nbytes);
+  }
   m->weights = std::make_unique<ModelMemory>(total, "the constants");
   m->constant_ptrs.assign(info->num_constants > 0 ? info->num_constants : 1, nullptr);
   if (info->num_constants == 0) return;
-  std::string path = dir + "/weights.safetensors";
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw std::runtime_error("cannot open " + path);
+  const std::string path = dir + "/weights.safetensors";
+  // O_NONBLOCK: opening a FIFO must not wait for a writer; it is refused below.
+  Fd f(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
+  if (f.fd < 0) throw std::runtime_error("cannot open " + path + ": " + std::strerror(errno));
+  struct stat st;
+  if (::fstat(f.fd, &st) != 0) throw std::runtime_error("cannot stat " + path + ": " + std::strerror(errno));
+  if (!S_ISREG(st.st_mode)) throw std::runtime_error(path + " is not a regular file");
+  const int64_t size = static_cast<int64_t>(st.st_size);
   uint64_t header = 0;
-  f.read(reinterpret_cast<char*>(&header), 8);
-  if (!f || static_cast<int64_t>(header) != info->weights_header_bytes)
+  if (size < 8) throw std::runtime_error(path + " is truncated (no header)");
+  read_at(f.fd, reinterpret_cast<char*>(&header), 8, 0, path);
+  if (static_cast<int64_t>(header) != info->weights_header_bytes || info->weights_header_bytes < 0)
     throw std::runtime_error(path + " does not belong to this build (header length differs)");
-  f.seekg(static_cast<std::streamoff>(8 + header));
+  const int64_t data = 8 + info->weights_header_bytes;
+  if (data > INT64_MAX - total || size < data + total)
+    throw std::runtime_error(path + " is truncated: " + std::to_string(size) + " bytes, the constants need " +
+                             std::to_string(data + total));
   if (ait::hooks::memory_is_host()) {
-    f.read(m->weights->ptr, total);
-    if (!f || f.gcount() != total) throw std::runtime_error(path + " is truncated");
+    read_at(f.fd, m->weights->ptr, total, data, path);
   } else {
     // Device memory: through a bounded host buffer, so a large model needs no second full copy.
     const int64_t chunk = std::min<int64_t>(total, int64_t{64} << 20);
     std::vector<char> staging(static_cast<size_t>(std::max<int64_t>(chunk, 1)));
     for (int64_t done = 0; done < total; done += chunk) {
       const int64_t n = std::min(chunk, total - done);
-      f.read(staging.data(), n);
-      if (!f || f.gcount() != n) throw std::runtime_error(path + " is truncated");
+      read_at(f.fd, staging.data(), n, data + done, path);
       ait::hooks::upload(m->weights->ptr + done, staging.data(), static_cast<size_t>(n));
     }
   }
@@ -232,20 +277,35 @@ int ait_model_run(AitModel* m, const void* const* inputs, const int64_t* const* 
   });
 }
 
-int ait_model_set_constant(AitModel* m, const char* name, const void* data, int64_t nbytes) {
+int ait_model_set_constants(AitModel* m, int n, const char* const* names, const void* const* data,
+                            const int64_t* nbytes) {
   return guarded([&] {
-    if (!m || !name || !data) throw BadInput("null argument");
-    int idx = -1;
-    for (int i = 0; i < m->info->num_constants; ++i)
-      if (std::strcmp(m->info->constants[i].name, name) == 0) idx = i;
-    if (idx < 0) throw BadInput(std::string("no constant named '") + name + "'");
-    if (nbytes != m->info->constants[idx].nbytes)
-      throw BadInput(std::string("constant '") + name + "' has " + std::to_string(m->info->constants[idx].nbytes) +
-                     " bytes, got " + std::to_string(nbytes));
-    HoldAll all(m);  // no run reads a half-written constant
-    ait::hooks::upload(m->constant_ptrs[idx], data, static_cast<size_t>(nbytes));
+    if (!m || n < 0 || (n > 0 && (!names || !data || !nbytes))) throw BadInput("null argument");
+    // Every entry is checked before anything changes: a bad one leaves all constants as they were.
+    std::vector<int> index(static_cast<size_t>(n), -1);
+    for (int k = 0; k < n; ++k) {
+      if (!names[k] || !data[k]) throw BadInput("null name or data for constant " + std::to_string(k));
+      for (int i = 0; i < m->info->num_constants; ++i)
+        if (std::strcmp(m->info->constants[i].name, names[k]) == 0) index[k] = i;
+      if (index[k] < 0) throw BadInput(std::string("no constant named '") + names[k] + "'");
+      if (nbytes[k] != m->info->constants[index[k]].nbytes)
+        throw BadInput(std::string("constant '") + names[k] + "' has " +
+                       std::to_string(m->info->constants[index[k]].nbytes) + " bytes, got " +
+                       std::to_string(nbytes[k]));
+      for (int j = 0; j < k; ++j)
+        if (index[j] == index[k]) throw BadInput(std::string("constant '") + names[k] + "' given twice");
+    }
+    if (n == 0) return;
+    // One hold of every runtime for the whole set: a run sees all old or all new constants.
+    HoldAll all(m);
+    for (int k = 0; k < n; ++k)
+      ait::hooks::upload(m->constant_ptrs[index[k]], data[k], static_cast<size_t>(nbytes[k]));
     m->constants_version.fetch_add(1);
   });
+}
+
+int ait_model_set_constant(AitModel* m, const char* name, const void* data, int64_t nbytes) {
+  return ait_model_set_constants(m, 1, &name, &data, &nbytes);
 }
 
 int ait_model_set_option(AitModel* m, const char* name, int64_t value) {

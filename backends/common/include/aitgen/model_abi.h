@@ -48,7 +48,7 @@ typedef struct {
   char* arena;
   const int64_t* vars;
   int64_t* output_shapes; /* num_outputs * AIT_MAX_RANK */
-  int64_t constants_version; /* bumped by every set_constant: kernels that prepack weights re-pack */
+  int64_t constants_version; /* bumped once per set_constants call: kernels that prepack weights re-pack */
 } AitRunContext;
 
 const AitModelInfo* ait_generated_info(void);

@@ -48,6 +48,11 @@ AIT_API int ait_model_run(AitModel* model, const void* const* inputs, const int6
 
 /* Replace a constant (weights) by name; nbytes must match. Waits for runs in flight. */
 AIT_API int ait_model_set_constant(AitModel* model, const char* name, const void* data, int64_t nbytes);
+/* Replace n constants at once: names[k] gets nbytes[k] bytes (which must match) from data[k]. Every
+ * entry is checked first (AIT_BAD_INPUT changes nothing); then all are written while no run is in
+ * flight, so every run sees either all old or all new values. */
+AIT_API int ait_model_set_constants(AitModel* model, int n, const char* const* names, const void* const* data,
+                                    const int64_t* nbytes);
 AIT_API int ait_model_num_constants(const AitModel* model);
 
 /* A backend option for every runtime, e.g. "cuda_graph" (0/1) on CUDA: capture the run sequence as
