@@ -42,7 +42,7 @@ def _bad_runs(rng: np.random.Generator, good: dict) -> list[tuple[str, object, s
                         "m": np.ones((sec_model.BATCH_MAX + 1, 8), np.float32)}, ERROR),
         ("broadcast_huge", {"x": big, "m": np.broadcast_to(np.float32(1), (30_000_000, 8))}, ERROR),
         ("static_dim", {"x": np.ones((b, 17), np.float32), "m": m}, ERROR),
-        ("batch_disagree", {"x": x, "m": np.ones((b % sec_model.BATCH_MAX + 1, 8), np.float32)}, ERROR),
+        ("batch_disagree", {"x": x, "m": np.ones((x.shape[0] % sec_model.BATCH_MAX + 1, 8), np.float32)}, ERROR),
         ("noncontiguous", {"x": np.asfortranarray(x), "m": m[:, :]}, OK),
         ("transposed_view", {"x": np.ascontiguousarray(x.T).T, "m": m}, OK),
         ("negative_strides", {"x": x[::-1].copy()[::-1], "m": m[::-1][::-1]}, OK),
