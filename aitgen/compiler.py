@@ -17,7 +17,7 @@ from safetensors.numpy import save_file
 from .codegen import build as build_mod
 from .codegen.backend import load_backend
 from .codegen.lower import lower_graph
-from .codegen.program import build_program
+from .codegen.program import build_program, user_name
 from .codegen.render import render
 from .codegen.report import write_graph_json, write_report
 from .errors import WorkdirError
@@ -180,7 +180,7 @@ def compile_model(outputs: Union[Outputs, Graph], target: str = "auto", workdir:
             weights_tmp.unlink(missing_ok=True)
         meta = {"format": FORMAT, "library": library, "library_sha256": _sha256_file(work / library),
                 "build_id": build_id, "target": target, "arch": arch, "cuda_graph": cuda_graph, "name": graph.name,
-                "inputs": {t.name: _tensor_meta(t) for t in graph.inputs},
+                "inputs": {user_name(graph, t): _tensor_meta(t) for t in graph.inputs},  # as the library names them
                 "outputs": {k: _tensor_meta(t) for k, t in graph.outputs.items()},
                 "constants": constants_meta}
         write_report(work, graph, num_ops=num_ops, calls=calls, unique_kernels=n_unique, build=result,
