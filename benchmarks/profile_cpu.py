@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import argparse
 import collections
+import hashlib
 import json
 import os
 import re
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -66,12 +68,18 @@ def profile_aitgen(work: Path, feeds: dict, iters: int) -> dict:
     prof = work / "profile"
     prof.mkdir(exist_ok=True)
     backend = load_backend(meta["target"])
-    build_mod.build(sources, prof / "model_profile.so", compiler=backend.compiler, flags=backend.compile_flags(),
+    # A loadable workdir of its own: the loader takes only a library named model_<16 hex>.so whose
+    # sha256 model.json records, and a regular weights file (a copy, not a link).
+    digest = hashlib.sha256("\0".join(s.name + s.text for s in sources).encode()).hexdigest()[:16]
+    library = f"model_{digest}.so"
+    build_mod.build(sources, prof / library, compiler=backend.compiler, flags=backend.compile_flags(),
                     link_flags=backend.link_flags(), workdir=prof / "obj", progress=False)
-    for name in os.listdir(work):  # the weights and anything else the container reads, by link
-        if name.startswith("weights") and not (prof / name).exists():
-            (prof / name).symlink_to(work / name)
-    (prof / "model.json").write_text(json.dumps({**meta, "library": "model_profile.so"}))
+    for old in prof.glob("model_*.so"):
+        if old.name != library:
+            old.unlink()
+    shutil.copyfile(work / "weights.safetensors", prof / "weights.safetensors")
+    sha = hashlib.sha256((prof / library).read_bytes()).hexdigest()
+    (prof / "model.json").write_text(json.dumps({**meta, "library": library, "library_sha256": sha}))
 
     with Model(prof) as model:
         model._lib.ait_profile_ns.restype = ctypes.POINTER(ctypes.c_double)
