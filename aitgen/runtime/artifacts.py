@@ -58,6 +58,7 @@ class TensorMeta:
     dtype: DType
     min_shape: tuple[int, ...]
     max_shape: tuple[int, ...]
+    dims: tuple[str, ...] = ()  # each dim as text (an IntVar's name, "2*seq"), for messages only
 
 
 @dataclasses.dataclass(frozen=True)
@@ -294,7 +295,10 @@ def _tensor(name: str, v: dict, where: str) -> TensorMeta:
     low = v.get("min_shape", [0] * len(top))
     if not _int_list(low) or len(low) != len(top) or any(a > b for a, b in zip(low, top)):
         raise ModelError(f"{where}: 'min_shape' must be {len(top)} integers, each at most its max_shape")
-    return TensorMeta(name, dtype, tuple(low), tuple(top))
+    dims = v.get("shape", [])
+    if not (isinstance(dims, list) and len(dims) == len(top) and all(isinstance(d, str) for d in dims)):
+        dims = [""] * len(top)  # only messages use them: a bad entry costs the names, not the load
+    return TensorMeta(name, dtype, tuple(low), tuple(top), tuple(dims))
 
 
 def _constant(name: str, v: dict, where: str) -> ConstantMeta:

@@ -59,6 +59,7 @@ def _bind(lib: ctypes.CDLL) -> None:
     lib.ait_model_set_constants.argtypes = [P, I, ctypes.POINTER(ctypes.c_char_p), ctypes.POINTER(P),
                                             ctypes.POINTER(I64)]
     lib.ait_model_set_option.argtypes = [P, ctypes.c_char_p, I64]
+    lib.ait_model_output_shapes.argtypes = [P, ctypes.POINTER(ctypes.POINTER(I64)), ctypes.POINTER(I64)]
     lib.ait_last_error.restype = ctypes.c_char_p
 
 
@@ -120,6 +121,7 @@ class Model:
                                        {n: (s.dtype, s.max_shape) for n, s in self.output_specs.items()}, table)
         self._constants = art.constants
         self._min_shape = {n: t.min_shape for n, t in art.inputs.items()}
+        self._dim_names = {n: t.dims for n, t in art.inputs.items()}
         if self.target == "cuda":
             from .cuda import CudaIO
             self._io = CudaIO(self.input_specs, self.output_specs, device)
@@ -210,7 +212,8 @@ class Model:
         for axis, (n, lo, hi) in enumerate(zip(shape, self._min_shape[name], spec.max_shape)):
             if not lo <= n <= hi:
                 want = f"expected {hi}" if lo == hi else f"outside its bounds [{lo}, {hi}]"
-                raise RuntimeInputError(f"input '{name}': dim {axis} is {n}, {want}")
+                dim = self._dim_names[name][axis] if lo != hi else ""
+                raise RuntimeInputError(f"input '{name}': dim {axis}{f' ({dim!r})' if dim else ''} is {n}, {want}")
 
     def _host_array(self, name: str, spec: TensorSpec, a) -> np.ndarray:
         dev_type, dev_id = dlpack.device_of(a, name)
@@ -237,17 +240,32 @@ class Model:
                                     "(e.g. .contiguous())")
         return v
 
+    def _c_shapes(self, in_shapes: list[tuple]):
+        n_in = max(len(in_shapes), 1)
+        shapes = [(ctypes.c_int64 * MAX_RANK)(*s) for s in in_shapes]
+        return (ctypes.POINTER(ctypes.c_int64) * n_in)(*shapes), shapes  # the rows must outlive the call
+
+    def _unpack_shapes(self, out_shapes) -> list[tuple[int, ...]]:
+        return [tuple(out_shapes[j * MAX_RANK + k] for k in range(spec.rank))
+                for j, spec in enumerate(self.output_specs.values())]
+
+    def output_shapes(self, in_shapes: list[tuple]) -> list[tuple[int, ...]]:
+        """The output shapes a run on inputs of these shapes (in input_specs order) gives; the same
+        checks as run, and nothing runs."""
+        shape_ptrs, _rows = self._c_shapes(in_shapes)
+        out_shapes = (ctypes.c_int64 * (MAX_RANK * max(len(self.output_specs), 1)))()
+        self._check(self._lib.ait_model_output_shapes(self._handle, shape_ptrs, out_shapes))
+        return self._unpack_shapes(out_shapes)
+
     def _call(self, in_ptrs: list[int], in_shapes: list[tuple], out_ptrs: list[int]) -> list[tuple[int, ...]]:
         """ait_model_run on raw pointers; the actual output shapes."""
         n_in, n_out = len(in_ptrs), len(self.output_specs)
         c_in = (ctypes.c_void_p * max(n_in, 1))(*in_ptrs)
-        shapes = [(ctypes.c_int64 * MAX_RANK)(*s) for s in in_shapes]
-        shape_ptrs = (ctypes.POINTER(ctypes.c_int64) * max(n_in, 1))(*shapes)
+        shape_ptrs, _rows = self._c_shapes(in_shapes)
         c_out = (ctypes.c_void_p * max(n_out, 1))(*out_ptrs)
         out_shapes = (ctypes.c_int64 * (MAX_RANK * max(n_out, 1)))()
         self._check(self._lib.ait_model_run(self._handle, c_in, shape_ptrs, c_out, out_shapes))
-        return [tuple(out_shapes[j * MAX_RANK + k] for k in range(spec.rank))
-                for j, spec in enumerate(self.output_specs.values())]
+        return self._unpack_shapes(out_shapes)
 
     def run(self, inputs: Mapping[str, object]) -> dict[str, object]:
         if self._handle is None:
@@ -256,10 +274,20 @@ class Model:
         if self._io is not None:
             return self._io.run(feeds, self._call)
         arrays = [a for _, a in feeds]
-        outs = [np.empty(int(np.prod(s.max_shape, dtype=np.int64)), s.dtype.np) for s in self.output_specs.values()]
-        shapes = self._call([a.ctypes.data for a in arrays], [a.shape for a in arrays], [o.ctypes.data for o in outs])
-        return {name: outs[j][: int(np.prod(shapes[j], dtype=np.int64))].reshape(shapes[j])
-                for j, name in enumerate(self.output_specs)}
+        # Outputs of their exact size, not of the bounds': a dim bounded by 2**40 must not cost
+        # terabytes on a run with batch 2.
+        shapes = self.output_shapes([a.shape for a in arrays])
+        outs = []
+        for (name, spec), shape in zip(self.output_specs.items(), shapes):
+            try:
+                outs.append(np.empty(shape, spec.dtype.np))
+            except (MemoryError, ValueError) as e:
+                raise ModelError(f"output '{name}' of shape {list(shape)} does not fit in memory: {e}") from None
+        got = self._call([a.ctypes.data for a in arrays], [a.shape for a in arrays],
+                         [o.ctypes.data for o in outs])
+        if got != shapes:  # the run writes the shapes it computed: they must be the ones allocated
+            raise ModelError(f"the library gave output shapes {got} after promising {shapes}")
+        return dict(zip(self.output_specs, outs))
 
     def benchmark(self, inputs: Mapping[str, np.ndarray], iters: int = 50, warmup: int = 5) -> dict[str, float]:
         """Latency of `run` in milliseconds: median, mean, min over `iters` timed calls."""

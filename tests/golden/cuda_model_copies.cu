@@ -22,7 +22,7 @@ const AitConstantInfo kConstants[] = {
     {nullptr, 0, 0, 0}};
 const AitModelInfo kInfo = {AIT_ABI_VERSION, 1, kInputs, 3, kOutputs,
                             1, kConstants, 0, 1,
-                            56};
+                            128};
 }  // namespace
 
 extern "C" const AitModelInfo* ait_generated_info(void) { return &kInfo; }
@@ -39,6 +39,14 @@ extern "C" int ait_generated_bind(const int64_t* const* s, int64_t* v, char* err
   }
   (void)s; (void)v; (void)err; (void)errlen;
   return 0;
+}
+
+extern "C" void ait_generated_output_shapes(const int64_t* v, int64_t* output_shapes) {
+  (void)v; (void)output_shapes;
+  output_shapes[0] = v[0];
+  output_shapes[1] = INT64_C(4);
+  output_shapes[8] = INT64_C(4);
+  output_shapes[16] = (INT64_C(4)*v[0]);
 }
 
 extern "C" void ait_generated_run(const AitRunContext* ctx) {
@@ -59,8 +67,5 @@ extern "C" void ait_generated_run(const AitRunContext* ctx) {
     const int64_t d[] = {INT64_C(16)};
     k_a97e5c13948bad65(p, d);
   }
-  ctx->output_shapes[0] = v[0];
-  ctx->output_shapes[1] = INT64_C(4);
-  ctx->output_shapes[8] = INT64_C(4);
-  ctx->output_shapes[16] = (INT64_C(4)*v[0]);
+  ait_generated_output_shapes(v, ctx->output_shapes);
 }

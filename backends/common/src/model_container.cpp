@@ -34,6 +34,10 @@ std::atomic<int64_t> g_next_model{1};
 
 using BadInput = ait::bad_input;
 
+// Room for a bind error: it quotes the input's (user-given, unbounded) name, escaped; a longer
+// message is cut, never overrun (snprintf).
+constexpr size_t kErrBytes = 4096;
+
 // Model memory of the backend (host or device), freed with the owner.
 struct ModelMemory {
   char* ptr = nullptr;
@@ -265,7 +269,7 @@ int ait_model_run(AitModel* m, const void* const* inputs, const int64_t* const* 
       Runtime* r;
       ~Release() { m->release(r); }
     } release{m, r};
-    char err[512] = {0};
+    char err[kErrBytes] = {0};
     if (ait_generated_bind(input_shapes, r->vars.data(), err, sizeof(err)) != 0) throw BadInput(err);
     for (int i = 0; i < m->info->num_inputs; ++i)
       if (!inputs[i]) throw BadInput(std::string("input '") + m->info->inputs[i].name + "' is null");
@@ -274,6 +278,16 @@ int ait_model_run(AitModel* m, const void* const* inputs, const int64_t* const* 
     AitRunContext ctx{inputs, outputs, m->constant_ptrs.data(), r->arena.ptr, r->vars.data(), output_shapes,
                       m->constants_version.load()};
     ait::hooks::execute(r->backend.ptr, ctx, m->info->num_vars, m->info->num_inputs, m->info->num_outputs);
+  });
+}
+
+int ait_model_output_shapes(AitModel* m, const int64_t* const* input_shapes, int64_t* output_shapes) {
+  return guarded([&] {
+    if (!m || !input_shapes || !output_shapes) throw BadInput("null argument");
+    std::vector<int64_t> vars(m->info->num_vars > 0 ? m->info->num_vars : 1);
+    char err[kErrBytes] = {0};
+    if (ait_generated_bind(input_shapes, vars.data(), err, sizeof(err)) != 0) throw BadInput(err);
+    ait_generated_output_shapes(vars.data(), output_shapes);
   });
 }
 

@@ -55,6 +55,9 @@ const AitModelInfo* ait_generated_info(void);
 /* Check input shapes against the model (static dims, bounds, one IntVar agreeing everywhere) and
  * bind the IntVars. Returns 0, or writes a message naming the input and dim and returns 1. */
 int ait_generated_bind(const int64_t* const* input_shapes, int64_t* vars, char* err, size_t errlen);
+/* The output shapes (num_outputs * AIT_MAX_RANK) for bound IntVars: a caller sizes its outputs
+ * exactly before the run, and the run writes the same shapes. */
+void ait_generated_output_shapes(const int64_t* vars, int64_t* output_shapes);
 void ait_generated_run(const AitRunContext* ctx);
 
 #ifdef __cplusplus

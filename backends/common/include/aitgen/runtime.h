@@ -46,6 +46,11 @@ AIT_API int ait_model_output_info(const AitModel* model, int i, const char** nam
 AIT_API int ait_model_run(AitModel* model, const void* const* inputs, const int64_t* const* input_shapes,
                   void* const* outputs, int64_t* output_shapes);
 
+/* The output shapes a run with these input shapes gives (output_shapes[j * AIT_MAX_RANK + d]), after
+ * the same checks as ait_model_run (AIT_BAD_INPUT naming the input at fault); runs nothing, so a
+ * caller can allocate outputs of their exact size. Thread-safe. */
+AIT_API int ait_model_output_shapes(AitModel* model, const int64_t* const* input_shapes, int64_t* output_shapes);
+
 /* Replace a constant (weights) by name; nbytes must match. Waits for runs in flight. */
 AIT_API int ait_model_set_constant(AitModel* model, const char* name, const void* data, int64_t nbytes);
 /* Replace n constants at once: names[k] gets nbytes[k] bytes (which must match) from data[k]. Every
