@@ -59,7 +59,7 @@ def test_load_without_a_driver_is_a_device_error(cuda_build):
 
 
 @no_gpu
-def test_compile_and_load_builds_then_raises(tmp_path):
+def test_compile_and_load_builds_then_raises(tmp_path, cuda_toolchain):
     with pytest.raises(DeviceError):
         ag.compile_model(copies(), target="cuda", arch="sm_80", workdir=tmp_path / "m")
     meta = json.loads((tmp_path / "m" / "model.json").read_text())
