@@ -182,7 +182,9 @@ def compile_model(outputs: Union[Outputs, Graph], target: str = "auto", workdir:
                 "build_id": build_id, "target": target, "arch": arch, "cuda_graph": cuda_graph, "name": graph.name,
                 "inputs": {user_name(graph, t): _tensor_meta(t) for t in graph.inputs},  # as the library names them
                 "outputs": {k: _tensor_meta(t) for k, t in graph.outputs.items()},
-                "constants": constants_meta}
+                "constants": constants_meta,
+                # What the loader checks a GPU against, so loading needs nothing of the compiler.
+                "device_archs": dict(backend.capabilities)}
         write_report(work, graph, num_ops=num_ops, calls=calls, unique_kernels=n_unique, build=result,
                      seconds=time.perf_counter() - t0, target=target)
         # What `aitgen inspect DIR` draws: the final graph, the kernels each op became, the memory plan.

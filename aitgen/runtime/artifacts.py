@@ -69,6 +69,9 @@ class Artifacts:
     inputs: dict[str, TensorMeta]
     outputs: dict[str, TensorMeta]
     constants: dict[str, ConstantMeta]
+    # compute capability ("9.0") -> the arch whose code runs there, as the build's backend.yaml said:
+    # the loader checks the GPU against it without asking the compiler.
+    device_archs: dict[str, str] = dataclasses.field(default_factory=dict)
 
 
 def resolve_workdir(workdir: Any) -> Path:
@@ -115,9 +118,14 @@ def read_artifacts(workdir: Path) -> Artifacts:
     outputs = {n: _tensor(n, v, f"{where}: output '{n}'") for n, v in _items(meta["outputs"], where, "outputs")}
     constants = {n: _constant(n, v, f"{where}: constant '{n}'") for n, v in _items(meta["constants"], where,
                                                                                       "constants")}
+    archs = meta.get("device_archs", {})
+    if not (isinstance(archs, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in archs.items())):
+        raise ModelError(f"{where}: 'device_archs' must map compute capabilities to arch names (strings)")
+    if meta["target"] == "cuda" and not archs:
+        raise ModelError(f"{where}: a CUDA build lists no 'device_archs' (built by an older aitgen); rebuild")
     library = _check_library(workdir, meta["library"], meta["library_sha256"], where)
     _check_weights(workdir / WEIGHTS, meta["build_id"], constants)
-    return Artifacts(workdir, meta, library, inputs, outputs, constants)
+    return Artifacts(workdir, meta, library, inputs, outputs, constants, dict(archs))
 
 
 def check_library_tables(art: Artifacts, inputs: dict, outputs: dict, constants: dict) -> None:

@@ -90,10 +90,8 @@ class Model:
             self.meta = art.meta
             self.target = self.meta["target"]
             if self.target == "cuda":
-                from ..codegen.backend import load_backend
                 from .cuda import prepare_device
-                caps = dict(load_backend("cuda").capabilities)
-                prepare_device(self.meta, device, lambda cc: caps.get(f"{cc[0]}.{cc[1]}"))
+                prepare_device(self.meta, device, lambda cc: art.device_archs.get(f"{cc[0]}.{cc[1]}"))
             try:
                 self._lib = ctypes.CDLL(str(art.library), mode=ctypes.RTLD_LOCAL)
                 _bind(self._lib)
