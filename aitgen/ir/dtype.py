@@ -1,9 +1,13 @@
-"""Element types of the IR and their numpy counterparts (bfloat16 through ml_dtypes)."""
+"""Element types of the IR and their numpy counterparts (bfloat16 through ml_dtypes).
+
+ml_dtypes is imported on the first use of bfloat16: it takes about a second to import, and a
+process that loads a float32 model should not pay for it."""
 from __future__ import annotations
 
 import enum
+import functools
+import sys
 
-import ml_dtypes
 import numpy as np
 
 from ..errors import DTypeError
@@ -20,7 +24,7 @@ class DType(enum.Enum):
 
     @property
     def np(self) -> np.dtype:
-        return _NP[self]
+        return _NP[self] if self is not DType.bfloat16 else _bfloat16()
 
     @property
     def itemsize(self) -> int:
@@ -46,12 +50,19 @@ class DType(enum.Enum):
 _NP = {
     DType.float32: np.dtype(np.float32),
     DType.float16: np.dtype(np.float16),
-    DType.bfloat16: np.dtype(ml_dtypes.bfloat16),
     DType.int8: np.dtype(np.int8),
     DType.int32: np.dtype(np.int32),
     DType.int64: np.dtype(np.int64),
     DType.bool: np.dtype(np.bool_),
 }
+
+
+@functools.lru_cache(maxsize=1)
+def _bfloat16() -> np.dtype:
+    import ml_dtypes
+    return np.dtype(ml_dtypes.bfloat16)
+
+
 _SHORT = {
     DType.float32: "f32", DType.float16: "f16", DType.bfloat16: "bf16", DType.int8: "i8",
     DType.int32: "i32", DType.int64: "i64", DType.bool: "bool",
@@ -78,6 +89,9 @@ def as_dtype(d) -> DType:
     for t, n in _NP.items():
         if n == npd:
             return t
+    # A bfloat16 array exists only where ml_dtypes is already loaded.
+    if "ml_dtypes" in sys.modules and npd == _bfloat16():
+        return DType.bfloat16
     raise DTypeError(f"numpy dtype {npd} has no aitgen counterpart")
 
 
