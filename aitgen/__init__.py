@@ -31,6 +31,7 @@ _LAZY = {
     "verify": ("aitgen.ir", "verify"),
     "CompileOptions": ("aitgen.options", "CompileOptions"),
     "compile_model": ("aitgen.compiler", "compile_model"),
+    "compile_options": ("aitgen.compiler", "compile_options"),
     "Model": ("aitgen.runtime.model", "Model"),
 }
 

@@ -102,9 +102,9 @@ def is_build_dir(path: str) -> bool:
 
 
 def cmd_inspect(args) -> int:
+    from .compiler import compile_options
     from .ir.graph import Graph
-    from .options import CompileOptions
-    from .passes import run_pipeline
+    from .passes import run_passes
 
     if is_build_dir(args.target):
         return inspect_build(args.target)
@@ -113,8 +113,9 @@ def cmd_inspect(args) -> int:
     outputs = load_outputs(args.target, parse_config(args.config), parse_dims(args.dim))
     graph = Graph.from_outputs(outputs)
     before = graph.op_counts()
-    opts = CompileOptions(verify=args.verify, dump_passes=args.dump_passes, fusion=not args.no_fusion)
-    graph = run_pipeline(graph, opts)
+    opts = compile_options("cpu", verify=args.verify, dump_passes=args.dump_passes, fusion=not args.no_fusion)
+    run = run_passes(graph, opts)
+    graph = run.graph
     if not args.summary:
         print(graph)
     after = graph.op_counts()
@@ -124,11 +125,11 @@ def cmd_inspect(args) -> int:
     for k in sorted(set(before) | set(after)):
         print(f"# {k:<{width}}  {before.get(k, 0):>6}  {after.get(k, 0):>5}")
     print("# passes: " + ", ".join(f"{r.name} {r.seconds * 1e3:.1f} ms -> {r.ops_after} ops"
-                                   for r in graph.annotations.get("pass_records", [])))
+                                   for r in run.records))
     from .viz import pass_table
     records = [dict(name=r.name, seconds=r.seconds, ops_after=r.ops_after, kernels=r.kernels,
-                    activation_bytes=r.activation_bytes) for r in graph.annotations.get("pass_records", [])]
-    print("\n".join("# " + line for line in pass_table(records, graph.annotations.get("pipeline_input")).splitlines()))
+                    activation_bytes=r.activation_bytes) for r in run.records]
+    print("\n".join("# " + line for line in pass_table(records, run.input_cost).splitlines()))
     return 0
 
 
@@ -243,28 +244,8 @@ def _summary(arr) -> str:
     return f" min {a.min():.6g} max {a.max():.6g} mean {a.mean():.6g}"
 
 
-def random_inputs(specs, seed: int = 0) -> dict:
-    """Inputs at their max shapes: integers in [0, 100) (valid token ids for every zoo model),
-    booleans at random, floats from N(0, 1). As in examples/run_model.py, an `attention_mask` is
-    ones and `token_type_ids` zeros: BERT has two token types, so random ids would be refused."""
-    import numpy as np
-
-    rng = np.random.default_rng(seed)
-    feeds = {}
-    for name, spec in specs.items():
-        dt = np.dtype(spec.dtype.np)
-        if name in ("attention_mask", "token_type_ids"):
-            feeds[name] = np.full(spec.max_shape, 1 if name == "attention_mask" else 0, dt)
-        elif dt.kind in "iu":
-            feeds[name] = rng.integers(0, 100, spec.max_shape).astype(dt)
-        elif dt.kind == "b":
-            feeds[name] = rng.integers(0, 2, spec.max_shape).astype(dt)
-        else:
-            feeds[name] = rng.standard_normal(spec.max_shape).astype(dt)
-    return feeds
-
-
 def cmd_bench(args) -> int:
+    from .debug import random_inputs
     from .runtime.model import Model
 
     if args.iters < 1:

@@ -1,4 +1,7 @@
-"""compile_model: outputs -> passes -> memory plan -> kernels -> one shared library + weights."""
+"""compile_model: outputs -> passes -> memory plan -> kernels -> one shared library + weights.
+
+The target's capabilities are asked once (compile_options) and travel in the options; the memory
+plan is a value handed from plan_memory to lowering, the program and the reports."""
 from __future__ import annotations
 
 import hashlib
@@ -16,15 +19,16 @@ from safetensors.numpy import save_file
 
 from .codegen import build as build_mod
 from .codegen.backend import load_backend
-from .codegen.lower import lower_graph
+from .codegen.lower import capabilities, lower_graph
 from .codegen.program import build_program, user_name
 from .codegen.render import render
 from .codegen.report import write_graph_json, write_report
 from .errors import WorkdirError
 from .ir.graph import Graph, Outputs
+from .memory import MemoryPlan, plan_memory
 from .options import CompileOptions
-from .passes import PIPELINE, PassFn, run_pipeline
-from .passes.memory_planning import memory_planning
+from .passes import PIPELINE, PassFn, PassRecord, run_passes
+from .passes.runner import graph_cost
 from .runtime.lock import LOCK_NAME, workdir_lock
 
 WEIGHTS = "weights.safetensors"
@@ -46,6 +50,12 @@ def pick_target(target: str) -> str:
     # CUDA only where a GPU answers and this installation has the CUDA backend.
     has_cuda = (backends_dir() / "cuda" / "backend.yaml").exists()
     return "cuda" if has_cuda and cuda_available() else "cpu"
+
+
+def compile_options(target: str = "cpu", **kw) -> CompileOptions:
+    """CompileOptions for `target` (a backend's name, not "auto") with its capabilities asked once
+    (CompileOptions.caps), as compile_model makes them: what runs the passes by hand uses this."""
+    return CompileOptions(target=target, caps=capabilities(target), **kw)
 
 
 def write_weights(graph: Graph, path: Path, build_id: str) -> tuple[dict[int, dict], int, dict[str, dict]]:
@@ -148,12 +158,18 @@ def compile_model(outputs: Union[Outputs, Graph], target: str = "auto", workdir:
     target = pick_target(target)
     backend = load_backend(target)
     arch = backend.resolve_arch(arch, cuda_capability)
-    opts = CompileOptions(target=target, fusion=fusion, precision=precision, arch=arch, verify=verify,
-                          dump_passes=dump_passes, allow_tf32=allow_tf32, cuda_graph=cuda_graph, profile=profile)
+    opts = compile_options(target, fusion=fusion, precision=precision, arch=arch, verify=verify,
+                           dump_passes=dump_passes, allow_tf32=allow_tf32, cuda_graph=cuda_graph, profile=profile)
     graph = outputs.copy() if isinstance(outputs, Graph) else Graph.from_outputs(outputs, name=name)
     num_ops = len(graph.ops)
-    # Memory planning runs last: it needs the final schedule and the names name_graph gives.
-    graph = run_pipeline(graph, opts, list(PIPELINE) + list(extra_passes) + [memory_planning])
+    run = run_passes(graph, opts, list(PIPELINE) + list(extra_passes))
+    graph = run.graph
+    # After every pass: the plan needs the final schedule and the names name_graph gives.
+    start = time.perf_counter()
+    plan = plan_memory(graph, opts.caps)
+    # report.json lists memory planning after the passes, as the stage that ran last.
+    stages = run.records + [PassRecord("memory_planning", time.perf_counter() - start, len(graph.ops),
+                                       *graph_cost(graph))]
 
     try:
         work.mkdir(parents=True, exist_ok=True)
@@ -173,7 +189,7 @@ def compile_model(outputs: Union[Outputs, Graph], target: str = "auto", workdir:
         os.close(fd)
         try:
             constants, header_len, constants_meta = write_weights(graph, weights_tmp, build_id)
-            result, calls, n_unique, library = _build_library(graph, backend, target, arch, opts, constants,
+            result, calls, n_unique, library = _build_library(graph, plan, backend, target, arch, opts, constants,
                                                               header_len, work, extra_flags, progress, jobs)
             os.replace(weights_tmp, work / WEIGHTS)
         finally:
@@ -185,10 +201,10 @@ def compile_model(outputs: Union[Outputs, Graph], target: str = "auto", workdir:
                 "constants": constants_meta,
                 # What the loader checks a GPU against, so loading needs nothing of the compiler.
                 "device_archs": dict(backend.capabilities)}
-        write_report(work, graph, num_ops=num_ops, calls=calls, unique_kernels=n_unique, build=result,
-                     seconds=time.perf_counter() - t0, target=target)
+        write_report(work, graph, plan, num_ops=num_ops, calls=calls, unique_kernels=n_unique, build=result,
+                     seconds=time.perf_counter() - t0, target=target, passes=stages, pipeline_input=run.input_cost)
         # What `aitgen inspect DIR` draws: the final graph, the kernels each op became, the memory plan.
-        write_graph_json(work, graph, calls)
+        write_graph_json(work, graph, calls, plan)
         build_mod.atomic_write(work / MODEL_JSON, json.dumps(meta, indent=1).encode())
         for old in work.glob("model_*.so"):
             # Only files of our form: a folder of that name is not ours to remove.
@@ -199,23 +215,23 @@ def compile_model(outputs: Union[Outputs, Graph], target: str = "auto", workdir:
         return Model.load(work, num_runtimes=num_runtimes)
 
 
-def _build_library(graph, backend, target, arch, opts, constants, header_len, work: Path, extra_flags, progress,
-                   jobs) -> tuple[build_mod.BuildResult, list, int, str]:
+def _build_library(graph, plan: MemoryPlan, backend, target, arch, opts, constants, header_len, work: Path,
+                   extra_flags, progress, jobs) -> tuple[build_mod.BuildResult, list, int, str]:
     """Lower, render and compile the graph into work/model_<digest>.so: (the build's result, the
     kernel calls, how many kernels are unique, the library's file name)."""
     if opts.profile and backend.uses_cutlass:
-        from .profiler.runner import profile_graph
+        from .codegen.kernels.cuda.profile import profile_graph
         from .runtime.device import cuda_available
         if cuda_available():
             profile_graph(graph, opts, work / "profiler", jobs=jobs)
-    calls = lower_graph(graph, target, arch=arch, opts=opts)
+    calls = lower_graph(graph, plan, target, arch=arch, opts=opts)
     unique = {}
     for c in calls:
         unique.setdefault(c.spec.func, c.spec)
     suffix = backend.source_suffix
     sources = [build_mod.Source(f"{func}{suffix}", render(spec.template, func=func, **spec.param_dict()))
                for func, spec in unique.items()]
-    program = build_program(graph, calls, constants, header_len)
+    program = build_program(graph, plan, calls, constants, header_len)
     sources.append(build_mod.Source(f"model{suffix}", render(backend.template("model"), **program)))
     from ._paths import backends_dir
     for rel in backend.static_sources:

@@ -142,7 +142,6 @@ def bisect(outputs: Union[Outputs, Graph], feeds: Optional[Mapping[str, np.ndarr
     """Build `outputs` with every intermediate exposed, run it on `feeds` (random inputs at their
     max shapes when None) and name the first tensor whose value differs from the oracle's."""
     from . import reference
-    from .cli import random_inputs
     from .compiler import compile_model
     from .codegen.report import fused_kinds
 
@@ -188,6 +187,25 @@ def bisect(outputs: Union[Outputs, Graph], feeds: Optional[Mapping[str, np.ndarr
     return BisectResult(first, errors, outputs_ok, bad_pass, rtol, atol, str(workdir))
 
 
+def random_inputs(specs, seed: int = 0) -> dict:
+    """Inputs at their max shapes: integers in [0, 100) (valid token ids for every zoo model),
+    booleans at random, floats from N(0, 1). As in examples/run_model.py, an `attention_mask` is
+    ones and `token_type_ids` zeros: BERT has two token types, so random ids would be refused."""
+    rng = np.random.default_rng(seed)
+    feeds = {}
+    for name, spec in specs.items():
+        dt = np.dtype(spec.dtype.np)
+        if name in ("attention_mask", "token_type_ids"):
+            feeds[name] = np.full(spec.max_shape, 1 if name == "attention_mask" else 0, dt)
+        elif dt.kind in "iu":
+            feeds[name] = rng.integers(0, 100, spec.max_shape).astype(dt)
+        elif dt.kind == "b":
+            feeds[name] = rng.integers(0, 2, spec.max_shape).astype(dt)
+        else:
+            feeds[name] = rng.standard_normal(spec.max_shape).astype(dt)
+    return feeds
+
+
 def _local(op, compiled, inputs, env, rtol, atol) -> Optional[list[tuple[float, bool]]]:
     """The op's oracle on the compiled operands vs the compiled results; None if it can't run."""
     from .reference import eval_op
@@ -217,6 +235,7 @@ def _check_passes(original: Graph, feeds, optimised: Graph, want, fusion: bool, 
     """Does the oracle give the same outputs for the original and the optimised graph? If not,
     replay PIPELINE one pass at a time and name the first after which they change."""
     from . import reference
+    from .compiler import compile_options
     from .passes import PIPELINE
 
     base = reference.evaluate(original, feeds)
@@ -228,7 +247,7 @@ def _check_passes(original: Graph, feeds, optimised: Graph, want, fusion: bool, 
 
     if same(optimised, want):
         return True, None
-    opts = CompileOptions(target=target, fusion=fusion)
+    opts = compile_options(target, fusion=fusion)
     g = original.copy()
     for fn in PIPELINE:
         g = fn(g, opts)

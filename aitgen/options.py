@@ -3,7 +3,10 @@ the edges (CLI, compile_model), never inside passes."""
 from __future__ import annotations
 
 import dataclasses
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
+
+if TYPE_CHECKING:
+    from .capabilities import Capabilities
 
 
 @dataclasses.dataclass(frozen=True)
@@ -19,6 +22,14 @@ class CompileOptions:
     allow_tf32: bool = False              # CUDA float32 GEMM/conv through TF32 tensor cores (else SIMT float32)
     cuda_graph: bool = False              # CUDA: capture the run sequence as a CUDA graph (per bound dims)
     profile: bool = False                 # CUDA: time GEMM/conv configs on the GPU first (aitgen.profiler)
+    # What the target's kernels render (aitgen/capabilities.py): compile_model and
+    # compiler.compile_options ask the backend; passes that create optional forms need it.
+    caps: Optional["Capabilities"] = None
+
+    def __post_init__(self):
+        if self.caps is not None and self.caps.target != self.target:
+            # opts.replace(target=...) must not carry the old backend's answers along.
+            raise ValueError(f"CompileOptions: caps are target '{self.caps.target}'s, the target is '{self.target}'")
 
     def replace(self, **kw) -> "CompileOptions":
         return dataclasses.replace(self, **kw)

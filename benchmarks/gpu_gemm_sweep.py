@@ -56,25 +56,23 @@ def build(name, dt, m, n, k, repeat, args):
     from aitgen import ops
     from aitgen.codegen.backend import load_backend
     from aitgen.codegen.kernels.cuda import gemm as gemm_k
+    from aitgen.codegen.kernels.cuda.configs import configs as kernel_configs
+    from aitgen.compiler import compile_options
     from aitgen.ir.graph import Graph
-    from aitgen.options import CompileOptions
     from aitgen.passes import PIPELINE, run_pipeline
-    from aitgen.passes.memory_planning import memory_planning
-    from aitgen.profiler import select
     from aitgen.runtime.device import cuda_capability
     b = ag.Tensor([k, n], dtype=dt, name="b")
     outs = {f"c{i}": ops.gemm(ag.Tensor([m, k], dtype=dt, name=f"a{i}"), b) for i in range(repeat)}
     work = Path(args.workdir) / f"{name}_{dt}_{repeat}"
     arch = load_backend("cuda").resolve_arch(None, cuda_capability)
-    opts = CompileOptions(target="cuda", arch=arch, fusion=False)
-    g = run_pipeline(Graph.from_outputs(outs), opts, list(PIPELINE) + [memory_planning])
+    opts = compile_options("cuda", arch=arch, fusion=False)
+    g = run_pipeline(Graph.from_outputs(outs), opts, list(PIPELINE))
     if args.profile and repeat == 1:
-        from aitgen.profiler.runner import profile_graph
+        from aitgen.codegen.kernels.cuda.profile import profile_graph
         print(name, dt, "profile:", profile_graph(g, opts, work / "profile")["winners"], flush=True)
     op = next(o for o in g.ops if o.kind is ag.OpKind.GEMM)
     kern = gemm_k.gemm_kernel(gemm_k.gemm_problem(op), arch, False)
-    configs = [c["name"] for c in select.dispatch(kern.problem, arch, select.default_cache(),
-                                                   select.cutlass_version())] if kern.problem else ["simt"]
+    configs = [c["name"] for c in kernel_configs(kern.problem, arch)] if kern.problem else ["simt"]
     ag.compile_model(outs, target="cuda", arch=arch, workdir=work, fusion=False, load=False)
     return work, configs
 

@@ -20,6 +20,7 @@ from torch import nn
 from torch.export import Dim
 
 import aitgen as ag
+from aitgen.compiler import compile_options
 from aitgen.frontend.torch import import_module
 
 
@@ -62,7 +63,7 @@ def main() -> None:
         workdir = Path(args.workdir or tempfile.mkdtemp(prefix=f"aitgen_torch_{name}_")) / name
         model = ag.compile_model(outputs, target="cpu", workdir=workdir)
         report = json.loads((workdir / "report.json").read_text())
-        permutes = ag.passes.optimize(outputs).op_counts().get("permute", 0)
+        permutes = ag.passes.optimize(outputs, compile_options("cpu")).op_counts().get("permute", 0)
         print(f"{name}: inputs {inputs}, {report['num_kernels']} kernels, {permutes} permute(s) after the passes")
         for b, s in ((3, 9), (8, 64)):  # one build, two shapes
             example = make(b, s)

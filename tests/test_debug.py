@@ -55,7 +55,7 @@ def _feeds():
 
 @pytest.fixture
 def registry():
-    lower._load_kernels()  # the real lowerings first, so ours is not overwritten by a late import
+    lower._load_kernels("cpu")  # the real lowerings first, so ours is not overwritten by a late import
     return lower._LOWERINGS
 
 

@@ -14,9 +14,9 @@ import aitgen as ag
 from aitgen import nn, ops
 from aitgen.cli import main
 from aitgen.codegen.report import fused_kinds
+from aitgen.compiler import compile_options
 from aitgen.ir.graph import Graph
-from aitgen.options import CompileOptions
-from aitgen.passes import run_pipeline
+from aitgen.passes import run_passes
 from aitgen import viz
 
 SVG = "{http://www.w3.org/2000/svg}"
@@ -143,12 +143,12 @@ def test_fused_kinds_reads_any_expression_in_attrs():
 def test_pass_records_count_kernels_and_bytes():
     x = ag.Tensor([4, 8], name="x")
     w = ag.constant(np.ones(8, np.float32), name="w")
-    g = run_pipeline(Graph.from_outputs({"y": ops.relu(x * w + 0.0).reshape([32])}), CompileOptions())
-    first, *_, last = g.annotations["pass_records"]
-    start = g.annotations["pipeline_input"]
+    run = run_passes(Graph.from_outputs({"y": ops.relu(x * w + 0.0).reshape([32])}), compile_options())
+    first, *_, last = run.records
+    start = run.input_cost
     assert start == {"ops": 4, "kernels": 3, "activation_bytes": 3 * 4 * 8 * 4}  # the reshape is a view
     assert last.kernels == 1 and last.activation_bytes == 4 * 8 * 4  # relu's result feeds the reshape
-    table = viz.pass_table([dataclasses.asdict(r) for r in g.annotations["pass_records"]], start)
+    table = viz.pass_table([dataclasses.asdict(r) for r in run.records], start)
     assert "(input)" in table and "-2" in table
 
 

@@ -1,20 +1,23 @@
 """Lowering: every op of the final graph becomes zero or more KernelCalls for a backend.
 
-Lowering functions are registered per (backend, OpKind) by the files in codegen/kernels/; a view
+Lowering functions are registered per (backend, OpKind) by the files of the backend's package
+(BACKENDS: codegen/kernels/<backend>/), imported only when that backend is the target; a view
 (reshape) lowers to nothing, since the memory plan gives it its input's bytes.
 """
 from __future__ import annotations
 
 import dataclasses
+import importlib
 from typing import Callable, Optional
 
+from ..capabilities import Capabilities
 from ..errors import UnsupportedOpError
 from ..ir.dims import prod
 from ..ir.graph import Graph
 from ..ir.op import Op, OpKind
 from ..ir.tensor import Tensor
+from ..memory import MemoryPlan
 from ..options import CompileOptions
-from ..passes.memory_planning import MemoryPlan
 from .backend import load_backend
 from .spec import KernelCall, KernelSpec
 
@@ -28,13 +31,27 @@ class OutputRef:
 LowerFn = Callable[[Op, "LowerContext"], list[KernelCall]]
 _LOWERINGS: dict[tuple[str, OpKind], LowerFn] = {}
 _EPILOGUES: set[tuple[str, OpKind]] = set()  # lowerings that render a fused epilogue
-_FEATURES: dict[tuple[str, OpKind], frozenset] = {}  # what else a lowering renders (see supports)
+_FEATURES: dict[tuple[str, OpKind], frozenset] = {}  # optional forms a lowering renders (Capabilities)
+_GROUPED: dict[str, frozenset] = {}  # backend -> member kinds its GROUPED lowering renders
+FEATURES = ("operand_views", "strided_output")
+
+# The backends whose lowerings ship with aitgen: name -> the package whose import registers them.
+# Only the target's package is imported. A new backend adds its line here.
+BACKENDS: dict[str, str] = {
+    "cpu": "aitgen.codegen.kernels.cpu",
+    "cuda": "aitgen.codegen.kernels.cuda",
+}
 
 
-def lowering(backend: str, *kinds: OpKind, epilogue: bool = False, features=()):
+def lowering(backend: str, *kinds: OpKind, epilogue: bool = False, features=(), grouped=()):
     """Register a lowering function for these op kinds on a backend; `epilogue=True` says it
     renders attrs.epilogue (a fused element-wise DAG on the result); `features` names optional
-    forms of the op it renders (see `supports`)."""
+    forms of the op it renders (FEATURES); `grouped` (on the GROUPED lowering) the member kinds of
+    the groups it renders. capabilities() turns them into the data the passes read."""
+    unknown = set(features) - set(FEATURES)
+    if unknown:
+        raise ValueError(f"unknown lowering features {sorted(unknown)}; known: {list(FEATURES)}")
+
     def deco(fn: LowerFn) -> LowerFn:
         for k in kinds:
             _LOWERINGS[(backend, k)] = fn
@@ -42,21 +59,30 @@ def lowering(backend: str, *kinds: OpKind, epilogue: bool = False, features=()):
                 _EPILOGUES.add((backend, k))
             if features:
                 _FEATURES[(backend, k)] = _FEATURES.get((backend, k), frozenset()) | frozenset(features)
+        if grouped:
+            _GROUPED[backend] = _GROUPED.get(backend, frozenset()) | frozenset(grouped)
         return fn
     return deco
 
 
-def supports(backend: str, kind: OpKind, feature: str) -> bool:
-    """Whether `backend` renders `kind` in the optional form `feature`. A pass that creates a form
-    only some backends render asks first (group_ops: "grouped" member kinds such as "gemm";
-    fuse_memory_ops: "operand_views"), so a backend without it gets the plain graph, not an error."""
-    _load_kernels()
-    return feature in _FEATURES.get((backend, kind), frozenset())
+def capabilities(target: str) -> Capabilities:
+    """What `target`'s lowerings render, as the data passes and memory planning read
+    (CompileOptions.caps). A pass that creates a form only some backends render (group_ops:
+    grouped member kinds; fuse_memory_ops: operand views; memory planning: strided results)
+    checks it there, so a backend without it gets the plain graph, not an error."""
+    _load_kernels(target)
+
+    def having(feature: str) -> frozenset:
+        return frozenset(k for (b, k), fs in _FEATURES.items() if b == target and feature in fs)
+
+    return Capabilities(target=target, kinds=frozenset(k for (b, k) in _LOWERINGS if b == target),
+                        epilogue=frozenset(k for (b, k) in _EPILOGUES if b == target),
+                        operand_views=having("operand_views"), strided_output=having("strided_output"),
+                        grouped=_GROUPED.get(target, frozenset()))
 
 
 def supported_kinds(backend: str) -> set[OpKind]:
-    _load_kernels()
-    return {k for (b, k) in _LOWERINGS if b == backend}
+    return set(capabilities(backend).kinds)
 
 
 @dataclasses.dataclass
@@ -77,13 +103,11 @@ def copy_call(ctx: LowerContext, dst: "Tensor | OutputRef", src: Tensor, op: str
     return KernelCall(KernelSpec.make(load_backend(ctx.backend).template("copy")), [dst, src], [nbytes], op)
 
 
-def lower_graph(graph: Graph, backend: str, arch: Optional[str] = None,
+def lower_graph(graph: Graph, plan: MemoryPlan, backend: str, arch: Optional[str] = None,
                 opts: Optional[CompileOptions] = None) -> list[KernelCall]:
-    """The run sequence of a graph that has been through the pipeline and memory planning."""
-    _load_kernels()
-    plan: Optional[MemoryPlan] = graph.annotations.get("memory_plan")
-    if plan is None:
-        raise ValueError("lower_graph needs graph.annotations['memory_plan'] (run memory_planning)")
+    """The run sequence of a graph that has been through the pipeline, with its memory plan
+    (aitgen.memory.plan_memory)."""
+    _load_kernels(backend)
     ctx = LowerContext(backend, plan, graph, arch=arch, opts=opts)
     calls: list[KernelCall] = []
     copies = set(plan.view_copies)
@@ -109,11 +133,8 @@ def lower_graph(graph: Graph, backend: str, arch: Optional[str] = None,
     return calls
 
 
-_loaded = False
-
-
-def _load_kernels() -> None:
-    global _loaded
-    if not _loaded:
-        from . import kernels  # noqa: F401 - registers the lowering functions
-        _loaded = True
+def _load_kernels(backend: str) -> None:
+    """Import `backend`'s lowerings (BACKENDS); a backend not listed there registers its own."""
+    package = BACKENDS.get(backend)
+    if package is not None:
+        importlib.import_module(package)

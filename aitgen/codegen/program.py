@@ -10,7 +10,7 @@ from ..errors import LimitError, ShapeError
 from ..ir.dims import MAX_SIZE, IntVar
 from ..ir.graph import Graph
 from ..ir.tensor import Tensor
-from ..passes.memory_planning import MemoryPlan, align
+from ..memory import MemoryPlan, align
 from .cexpr import CODE, dim_expr
 from .lower import OutputRef
 from .spec import KernelCall
@@ -81,11 +81,10 @@ def check_limits(graph: Graph, plan: MemoryPlan, constants: dict[int, dict[str, 
             refuse(f"constant '{c['name']}' at weights offset {c['offset']}", c["offset"] + c["nbytes"])
 
 
-def build_program(graph: Graph, calls: list[KernelCall], constants: dict[int, dict[str, Any]],
+def build_program(graph: Graph, plan: MemoryPlan, calls: list[KernelCall], constants: dict[int, dict[str, Any]],
                   weights_header_bytes: int) -> dict[str, Any]:
     """Every user-given name goes into the result as the user wrote it; the templates escape it
     (`| cstr`), so nothing here quotes or escapes."""
-    plan: MemoryPlan = graph.annotations["memory_plan"]
     check_limits(graph, plan, constants)
     var_index, checks = bind_vars(graph)
     in_idx = {id(t): i for i, t in enumerate(graph.inputs)}

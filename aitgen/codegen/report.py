@@ -4,15 +4,18 @@ from __future__ import annotations
 import dataclasses
 import json
 from pathlib import Path
-from typing import Optional
+from typing import Optional, Sequence
 
 from ..ir.graph import Graph
+from ..memory import MemoryPlan, align, is_view
 from .build import atomic_write
 
 
-def write_report(workdir: Path, graph: Graph, *, num_ops: int, calls, unique_kernels: int, build,
-                 seconds: float, target: str) -> dict:
-    plan = graph.annotations["memory_plan"]
+def write_report(workdir: Path, graph: Graph, plan: MemoryPlan, *, num_ops: int, calls, unique_kernels: int,
+                 build, seconds: float, target: str, passes: Sequence = (), pipeline_input: Optional[dict] = None
+                 ) -> dict:
+    """`passes`: the PassRecords of the pipeline (and of the stages after it), in order;
+    `pipeline_input`: what the graph cost before the first (runner.PipelineRun.input_cost)."""
     report = {
         "target": target,
         "num_ops": num_ops,
@@ -28,9 +31,9 @@ def write_report(workdir: Path, graph: Graph, *, num_ops: int, calls, unique_ker
         "compile_seconds": round(build.seconds, 3),
         "passes": [{"name": r.name, "seconds": round(r.seconds, 6), "ops_after": r.ops_after,
                     "kernels": getattr(r, "kernels", None), "activation_bytes": getattr(r, "activation_bytes", None)}
-                   for r in graph.annotations.get("pass_records", [])],
+                   for r in passes],
         # The graph as it entered the pipeline: the "before" of the first pass.
-        "pipeline_input": graph.annotations.get("pipeline_input"),
+        "pipeline_input": pipeline_input,
         "kernels": [{"op": c.op, "func": c.spec.func, "template": c.spec.template} for c in calls],
     }
     atomic_write(workdir / "report.json", json.dumps(report, indent=1).encode())
@@ -94,11 +97,10 @@ def attribute_calls(graph: Graph, calls) -> tuple[list[list[int]], list[int]]:
     return per_op, extra
 
 
-def graph_description(graph: Graph, calls) -> dict:
+def graph_description(graph: Graph, calls, plan: Optional[MemoryPlan] = None) -> dict:
     """The optimised graph as JSON-able data: ops in schedule order (kind, name, tensors, the
-    kernel calls each became, the kinds a fused op absorbed) and the memory plan."""
+    kernel calls each became, the kinds a fused op absorbed) and the memory plan, if given."""
     from ..ir.printer import format_attrs
-    from ..passes.memory_planning import align, is_view
 
     def tensor(t) -> dict:
         d = {"name": t.name, "shape": [str(x) for x in t.shape], "dtype": t.dtype.value,
@@ -123,7 +125,6 @@ def graph_description(graph: Graph, calls) -> dict:
                     "attrs": attrs if len(attrs) <= 600 else attrs[:600] + "...",
                     "fused": fused_kinds(op.attrs), "kernels": [call(ci) for ci in per_op[i]]})
     step = {id(op): i for i, op in enumerate(graph.ops)}
-    plan = graph.annotations.get("memory_plan")
     memory = None
     if plan is not None:
         in_place = {id(to): frm.name for _, frm, to in plan.in_place}
@@ -147,7 +148,7 @@ def graph_description(graph: Graph, calls) -> dict:
             "ops": ops, "extra_calls": [call(ci) for ci in extra], "memory": memory}
 
 
-def write_graph_json(workdir: Path, graph: Graph, calls) -> dict:
-    desc = graph_description(graph, calls)
+def write_graph_json(workdir: Path, graph: Graph, calls, plan: MemoryPlan) -> dict:
+    desc = graph_description(graph, calls, plan)
     atomic_write(workdir / "graph.json", json.dumps(desc, indent=1).encode())
     return desc

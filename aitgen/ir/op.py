@@ -5,6 +5,7 @@ import dataclasses
 import enum
 from typing import Any, Optional
 
+from .opdef import OpDef, get_opdef
 from .tensor import Tensor
 
 
@@ -130,8 +131,7 @@ class Op:
         self.name = name
 
     @property
-    def opdef(self):
-        from ..ops.registry import get_opdef
+    def opdef(self) -> OpDef:
         return get_opdef(self.kind)
 
     def replace_input(self, old: Tensor, new: Tensor) -> None:

@@ -15,6 +15,17 @@ if TYPE_CHECKING:
     from .op import Op
 
 
+# aitgen.ops, once imported. ops builds on ir, so ir never imports it: ops hands itself over
+# (install_operators) and Tensor's operators call through it.
+_ops_module = None
+
+
+def install_operators(ops_module) -> None:
+    """Called by aitgen.ops on import: Tensor's operators (+, @, reshape, [...]) build its ops."""
+    global _ops_module
+    _ops_module = ops_module
+
+
 class Role(enum.Enum):
     input = "input"
     constant = "constant"
@@ -111,8 +122,9 @@ class Tensor:
 
     # -- operators: thin sugar over aitgen.ops ------------------------------------------------
     def _ops(self):
-        from .. import ops
-        return ops
+        if _ops_module is None:
+            raise TypeError("Tensor operators are aitgen.ops builders: import aitgen.ops (or aitgen) first")
+        return _ops_module
 
     def __add__(self, o): return self._ops().add(self, o)
     def __radd__(self, o): return self._ops().add(o, self)

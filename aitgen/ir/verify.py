@@ -3,12 +3,11 @@ from __future__ import annotations
 
 from ..errors import AitgenError, GraphError
 from .graph import Graph
+from .opdef import infer_types
 
 
 def verify(graph: Graph) -> None:
     """Raise GraphError naming the first op or tensor that breaks an invariant."""
-    from ..ops.registry import infer_types
-
     defined: set[int] = set()
     for t in graph.inputs:
         if t.producer is not None:

@@ -1,4 +1,7 @@
 """The op catalogue: builders that add ops to a graph. Each family lives in its own file."""
+import sys as _sys
+
+from ..ir.tensor import install_operators as _install_operators
 from . import registry
 from .attention import *  # noqa: F401,F403
 from .conv import *  # noqa: F401,F403
@@ -15,3 +18,6 @@ from .scan import *  # noqa: F401,F403
 from .softmax import *  # noqa: F401,F403
 from .topk import *  # noqa: F401,F403
 from .view import *  # noqa: F401,F403
+
+# Tensor's operators (+, @, reshape, [...]) build these ops; ir cannot import ops, so ops hands itself over.
+_install_operators(_sys.modules[__name__])

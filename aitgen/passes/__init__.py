@@ -32,7 +32,7 @@ from .remove_no_ops import remove_no_ops
 from .remove_unused import remove_unused
 from .sink_permutes import sink_permutes
 from .sink_reshapes import sink_reshapes
-from .runner import PassFn, PassRecord, run_pipeline as _run
+from .runner import PassFn, PassRecord, PipelineRun, run_passes as _run
 from .toposort import toposort
 
 PIPELINE: list[PassFn] = [
@@ -119,6 +119,11 @@ PIPELINE: list[PassFn] = [
 
 def run_pipeline(graph: Graph, opts: CompileOptions, pipeline: Optional[Sequence[PassFn]] = None) -> Graph:
     """Run `pipeline` (default PIPELINE) over `graph`, in place where the passes allow; see runner."""
+    return _run(graph, opts, PIPELINE if pipeline is None else pipeline).graph
+
+
+def run_passes(graph: Graph, opts: CompileOptions, pipeline: Optional[Sequence[PassFn]] = None) -> PipelineRun:
+    """run_pipeline, and the records of the run (runner.PipelineRun: per-pass time and cost)."""
     return _run(graph, opts, PIPELINE if pipeline is None else pipeline)
 
 
@@ -126,6 +131,8 @@ def optimize(outputs_or_graph: "Outputs | Graph", opts: Optional[CompileOptions]
     """Copy the user's outputs (or a Graph) and run PIPELINE over the copy.
 
     The copy is what lets the caller keep evaluating the original with the oracle afterwards.
+    The fusions read the target's capabilities (opts.caps): pass the options of
+    aitgen.compiler.compile_options(target); CompileOptions() without caps serves fusion=False only.
     """
     opts = opts if opts is not None else CompileOptions()
     if isinstance(outputs_or_graph, Graph):
@@ -135,7 +142,8 @@ def optimize(outputs_or_graph: "Outputs | Graph", opts: Optional[CompileOptions]
     return run_pipeline(graph, opts)
 
 
-__all__ = ["PIPELINE", "PassFn", "PassRecord", "run_pipeline", "optimize", "toposort", "remove_unused",
-           "constant_folding", "fold_batchnorm", "fold_gemm_bias", "convert_precision", "remove_no_ops", "dedup", "fuse_attention", "fuse_parallel_gemms",
-           "fuse_memory_ops", "gather_to_slice", "match_gelu", "match_norms", "merge_view_chains", "sink_permutes", "sink_reshapes", "fuse_conv_elementwise",
+__all__ = ["PIPELINE", "PassFn", "PassRecord", "PipelineRun", "run_pipeline", "run_passes", "optimize", "toposort",
+           "remove_unused", "constant_folding", "fold_batchnorm", "fold_gemm_bias", "convert_precision", "remove_no_ops",
+           "dedup", "fuse_attention", "fuse_parallel_gemms", "fuse_memory_ops", "gather_to_slice", "match_gelu",
+           "match_norms", "merge_view_chains", "sink_permutes", "sink_reshapes", "fuse_conv_elementwise",
            "fuse_mm_elementwise", "fuse_elementwise", "fuse_norm_elementwise", "group_ops", "name_graph"]

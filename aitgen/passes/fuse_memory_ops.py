@@ -1,6 +1,6 @@
 """fuse_memory_ops: layout changes fold into the strided reads and writes of the kernels around them.
 
-A reshape is already a view (memory_planning gives it its input's bytes; it launches nothing).
+A reshape is already a view (the memory plan gives it its input's bytes; it launches nothing).
 Permute, slice, split and expand copy. Where the op consuming the copy can read a strided window
 instead, the copy disappears:
 
@@ -14,7 +14,7 @@ instead, the copy disappears:
   of rows: ViT's and BERT's class-token slice before the head, a packed GEMM's split part) or of
   any operand of an element-wise op or fused group (a permute, a slice, a split part, an expand)
   become the op's operand_views (ops/operand_views.py); a lone element-wise op becomes a one-node
-  fused group to carry them. Only where the target's lowering reads views (lower.supports).
+  fused group to carry them. Only where the target's lowering reads views (opts.caps.operand_views).
 - permute of a permute is one permute; an identity permute is nothing.
 
 Only chains whose intermediates have no other reader fold (the copies then die: a chain that must
@@ -29,6 +29,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Optional
 
+from ..capabilities import Capabilities, caps_of
 from ..errors import AitgenError
 from ..ir.dims import Dim, IntImm, as_dim, prod
 from ..ir.graph import Graph
@@ -256,22 +257,21 @@ def gemm_reads(view: View) -> bool:
     return m is not None and (m[3] == 1 or m[1] == 1)
 
 
-def reads_views(op: Op, target: str) -> list[int]:
+def reads_views(op: Op, caps: Capabilities) -> list[int]:
     """The operand slots of `op` that the target's kernel can read through a view."""
-    from ..codegen.lower import supports  # lazily: codegen imports the passes
     if op.kind is OpKind.GEMM:
-        return [0] if not op.attrs.trans_a and supports(target, OpKind.GEMM, "operand_views") else []
+        return [0] if not op.attrs.trans_a and OpKind.GEMM in caps.operand_views else []
     try:
         elementwise = get_opdef(op.kind).category is Category.ELEMENTWISE
     except AitgenError:
         return []
-    if elementwise and supports(target, OpKind.FUSED_ELEMENTWISE, "operand_views"):
+    if elementwise and OpKind.FUSED_ELEMENTWISE in caps.operand_views:
         return list(range(len(op.inputs)))
     return []
 
 
-def _fold_reads(graph: Graph, op: Op, outs: set[int], target: str) -> bool:
-    slots = reads_views(op, target)
+def _fold_reads(graph: Graph, op: Op, outs: set[int], caps: Capabilities) -> bool:
+    slots = reads_views(op, caps)
     if not slots:
         return False
     views = list(getattr(op.attrs, "operand_views", None) or (None,) * len(op.inputs))
@@ -308,6 +308,7 @@ def _fold_reads(graph: Graph, op: Op, outs: set[int], target: str) -> bool:
 def fuse_memory_ops(graph: Graph, opts: CompileOptions) -> Graph:
     if not opts.fusion:
         return graph
+    caps = caps_of(opts)
     outs = output_ids(graph)
     changed = False
     for op in list(graph.ops):
@@ -324,7 +325,7 @@ def fuse_memory_ops(graph: Graph, opts: CompileOptions) -> Graph:
         outs = output_ids(graph)
     folded = False
     for op in list(graph.ops):
-        folded |= _fold_reads(graph, op, outs, opts.target)
+        folded |= _fold_reads(graph, op, outs, caps)
     if folded:
         graph.sort()
     return graph

@@ -21,6 +21,7 @@ from typing import Optional
 
 import numpy as np
 
+from ..capabilities import Capabilities, caps_of
 from ..ir.dims import IntImm
 from ..ir.graph import Graph
 from ..ir.op import Op, OpKind
@@ -41,7 +42,7 @@ def _candidate(op: Op) -> bool:
     return w.is_constant and (bias is None or bias.is_constant) and len(op.inputs) <= 3
 
 
-def _read_through_views(t: Tensor, view: View, outs: set[int], target: str) -> bool:
+def _read_through_views(t: Tensor, view: View, outs: set[int], caps: Capabilities) -> bool:
     """Whether t (a part of the packed result, seen as `view`) is read by one chain of
     single-reader memory ops ending in an operand that fuse_memory_ops will fold: an attention
     operand (the composed view keeps a unit stride along q/k/v's last dim) or a GEMM's A operand
@@ -57,7 +58,7 @@ def _read_through_views(t: Tensor, view: View, outs: set[int], target: str) -> b
         cur, user = out, out.users[0]
     slot = next(i for i, x in enumerate(user.inputs) if x is cur)
     if user.kind is OpKind.GEMM:  # another GEMM reading the part as its rows (a second layer)
-        return slot == 0 and user.inputs.count(cur) == 1 and slot in reads_views(user, target) \
+        return slot == 0 and user.inputs.count(cur) == 1 and slot in reads_views(user, caps) \
             and gemm_reads(v)
     if user.kind is not OpKind.ATTENTION or user.attrs.operand_views is not None:
         return False
@@ -110,6 +111,7 @@ def _packed_name(items) -> Optional[str]:
 def fuse_parallel_gemms(graph: Graph, opts: CompileOptions) -> Graph:
     if not opts.fusion:
         return graph
+    caps = caps_of(opts)
     outs = output_ids(graph)
     groups: dict[tuple, list[Op]] = {}
     for op in graph.ops:
@@ -125,7 +127,7 @@ def fuse_parallel_gemms(graph: Graph, opts: CompileOptions) -> Graph:
         keep = list(members)
         while len(keep) >= 2:  # dropping a member moves the others' windows: check again
             ok = [m for m, v in zip(keep, _part_views(keep))
-                  if _read_through_views(m.outputs[0], v, outs, opts.target)]
+                  if _read_through_views(m.outputs[0], v, outs, caps)]
             if len(ok) == len(keep):
                 break
             keep = ok

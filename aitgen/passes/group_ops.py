@@ -24,7 +24,7 @@ Memory traffic does not change: each member reads its operands and writes its re
 it did alone; only the launch is shared. (Lifetimes may: the members now run at one step.)
 
 A backend renders a group only for the member kinds its GROUPED lowering declares
-(lower.supports(target, GROUPED, kind)); for any other target, or with opts.fusion False, the
+(opts.caps.grouped); for any other kind, or with opts.fusion False, the
 pass changes nothing. Runs after every vertical fusion (the groups are of final kernels, and a
 grouped op absorbs no epilogue or prologue) and before name_graph.
 """
@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from typing import Hashable, Optional
 
+from ..capabilities import caps_of
 from ..errors import AitgenError
 from ..ir.dims import prod
 from ..ir.graph import Graph
@@ -68,11 +69,11 @@ def group_class(op: Op) -> Optional[tuple[OpKind, Hashable]]:
 def group_ops(graph: Graph, opts: CompileOptions) -> Graph:
     if not opts.fusion:
         return graph
-    from ..codegen.lower import supports  # lazily: codegen imports the passes
+    renders = caps_of(opts).grouped
     classes: dict[tuple, list[Op]] = {}
     for op in graph.ops:
         c = group_class(op)
-        if c is not None and supports(opts.target, OpKind.GROUPED, c[0].value):
+        if c is not None and c[0] in renders:
             classes.setdefault(c, []).append(op)
     candidates = [ops for ops in classes.values() if len(ops) > 1]
     if not candidates:

@@ -53,22 +53,28 @@ def graph_cost(graph: Graph) -> tuple[int, int]:
     return kernels, nbytes
 
 
+@dataclasses.dataclass
+class PipelineRun:
+    """What run_passes returns: the final graph, one record per pass, and what the graph cost as
+    it came in (the "before" column of `aitgen inspect`'s per-pass table and report.json's
+    pipeline_input: ops, kernels, activation_bytes)."""
+    graph: Graph
+    records: list[PassRecord]
+    input_cost: dict[str, int]
+
+
 def pass_name(fn: PassFn) -> str:
     return getattr(fn, "__name__", type(fn).__name__)
 
 
-def run_pipeline(graph: Graph, opts: CompileOptions, pipeline: Optional[Sequence[PassFn]] = None) -> Graph:
-    """Run `pipeline` (default: passes.PIPELINE) over `graph`; returns the final graph.
+def run_passes(graph: Graph, opts: CompileOptions, pipeline: Sequence[PassFn]) -> PipelineRun:
+    """Run `pipeline` over `graph`: the final graph, a PassRecord per pass, and what the graph cost
+    before the first pass (aitgen.passes.run_pipeline / run_passes default it to PIPELINE).
 
-    The records of this run are in `graph.annotations["pass_records"]` of the returned graph, and
-    what the graph cost before the first pass in `graph.annotations["pipeline_input"]`.
     Raises PassError naming the failing pass and every pass that ran before it, with the
     original exception chained, when a pass raises, returns something other than a Graph, or
     (with opts.verify) leaves a graph that aitgen.ir.verify rejects.
     """
-    if pipeline is None:
-        from . import PIPELINE
-        pipeline = PIPELINE
     passes = list(pipeline)
     dump_dir = opts.dump_passes
     if dump_dir:
@@ -105,13 +111,9 @@ def run_pipeline(graph: Graph, opts: CompileOptions, pipeline: Optional[Sequence
                     _dump(dump_dir, f"{index:02d}-{name}.FAILED.txt", graph)
                 raise PassError(_message(name, index, done, f"left a graph that fails verification: {e}")) from e
         records.append(PassRecord(name, seconds, len(graph.ops), *graph_cost(graph)))
-        # Set after every pass, not once at the end: a pass may return a fresh Graph.
-        graph.annotations["pass_records"] = list(records)
         if dump_dir:
             _dump(dump_dir, f"{index:02d}-{name}.txt", graph)
-    graph.annotations["pass_records"] = list(records)
-    graph.annotations["pipeline_input"] = start_cost  # a pass may have returned a fresh Graph
-    return graph
+    return PipelineRun(graph, records, start_cost)
 
 
 def _message(name: str, index: int, done: list[str], what: str) -> str:

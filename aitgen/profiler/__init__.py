@@ -1,5 +1,7 @@
 """Kernel configuration choice for the CUTLASS templates: candidates, a deterministic heuristic, an
-sqlite cache of profiled winners, and the runner that times candidates on a GPU."""
+sqlite cache of profiled winners, and the selection per M bucket. A leaf: it imports no code
+generation; the driver that times candidates on a GPU is the CUDA backend's
+(codegen/kernels/cuda/profile.py), which stores its winners here."""
 from .cache import ProfileCache, ProfileKey
 from .candidates import GemmConfig, conv_candidates, gemm_candidates
 from .heuristic import choose_gemm

@@ -3,8 +3,8 @@
 A key names everything the winner depends on: the op kind, the epilogue's signature (its
 expression and how each operand is read), operand and result dtypes, layouts, the shape bucket,
 the arch and the CUTLASS version. A new CUTLASS pin or a different epilogue is a new key, never a
-stale answer. The default file lives in the build cache dir (AITGEN_CACHE_DIR or ~/.cache/aitgen),
-beside the object cache, so every build on a machine shares what was measured there.
+stale answer. The backend that uses it names the file (the CUDA backend's default: beside its
+object cache, codegen/kernels/cuda/configs.py), so every build on a machine shares what was measured.
 """
 from __future__ import annotations
 
@@ -39,16 +39,11 @@ class ProfileKey:
         return json.dumps(dataclasses.asdict(self), sort_keys=True)
 
 
-def default_path() -> Path:
-    from ..codegen.build import default_cache_dir
-    return default_cache_dir() / "profiler.sqlite"
-
-
 class ProfileCache:
     """One sqlite file; every call opens its own connection, so threads and processes may share it."""
 
-    def __init__(self, path: Union[str, Path, None] = None):
-        self.path = Path(path) if path is not None else default_path()
+    def __init__(self, path: Union[str, Path]):
+        self.path = Path(path)
 
     def _connect(self) -> sqlite3.Connection:
         self.path.parent.mkdir(parents=True, exist_ok=True)

@@ -40,16 +40,6 @@ class Problem:
                           bucket, f"{build_arch}/{self.arch}", cutlass_version)
 
 
-def default_cache() -> ProfileCache:
-    return ProfileCache()
-
-
-def cutlass_version() -> str:
-    """The pinned CUTLASS version (locate.cutlass() checks that the installed one equals it)."""
-    from ..codegen import locate
-    return locate.pin("cutlass").version
-
-
 def m_buckets(m: Dim) -> list[int]:
     """Upper ends of M's buckets: [M] for a static M, else powers of two from the lower bound up,
     and the upper bound last."""

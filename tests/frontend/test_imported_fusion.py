@@ -31,13 +31,13 @@ import torch.nn.functional as F  # noqa: E402
 import aitgen as ag  # noqa: E402
 from aitgen import models, ops  # noqa: E402
 from aitgen.codegen.lower import lower_graph  # noqa: E402
+from aitgen.compiler import compile_options  # noqa: E402
 from aitgen.frontend import onnx as ox  # noqa: E402
 from aitgen.frontend.torch import import_module  # noqa: E402
 from aitgen.ir.graph import Graph  # noqa: E402
+from aitgen.memory import plan_memory  # noqa: E402
 from aitgen.models import torch_refs  # noqa: E402
-from aitgen.options import CompileOptions  # noqa: E402
 from aitgen.passes import PIPELINE, run_pipeline  # noqa: E402
-from aitgen.passes.memory_planning import memory_planning  # noqa: E402
 
 pytestmark = [pytest.mark.torch, pytest.mark.filterwarnings("ignore::FutureWarning"),
               pytest.mark.filterwarnings("ignore::DeprecationWarning")]
@@ -54,9 +54,9 @@ IMAGE = ("resnet50", "mobilenet_v2", "vit_b16")
 
 def kernels(outputs) -> int:
     """Kernel calls per run, as compile_model counts them (report.json num_kernels), unbuilt."""
-    opts = CompileOptions(target="cpu")
-    g = run_pipeline(Graph.from_outputs(outputs), opts, list(PIPELINE) + [memory_planning])
-    return len(lower_graph(g, "cpu", opts=opts))
+    opts = compile_options(target="cpu")
+    g = run_pipeline(Graph.from_outputs(outputs), opts, list(PIPELINE))
+    return len(lower_graph(g, plan_memory(g, opts.caps), "cpu", opts=opts))
 
 
 def allowed(name: str) -> int:
@@ -179,7 +179,7 @@ def test_torch_sdpa_guard_fuses_and_fully_masked_rows_match_torch(tmp_path):
     keep[0, -2:] = 0
     keep[2] = 0  # every key of sequence 2 masked: torch gives zeros before out-proj, so do we
     ins, outs = import_module(block, (x, keep))
-    kinds = [op.kind.value for op in ag.passes.optimize(outs).ops]
+    kinds = [op.kind.value for op in ag.passes.optimize(outs, compile_options("cpu")).ops]
     assert kinds.count("attention") == 1 and "softmax" not in kinds and "where" not in kinds
     model, got_kernels = build(outs, tmp_path, "sdpa")
     assert got_kernels == kernels(_native_sdpa_block(block, b, s, e))
@@ -238,7 +238,7 @@ def test_multihead_attention_batch_first(tmp_path, source):
             warnings.simplefilter("ignore")
             torch.onnx.export(block, (x, pad), str(path), opset_version=17, dynamo=False, input_names=["x", "pad"])
         _, outs = ox.load(path)
-    kinds = [op.kind.value for op in ag.passes.optimize(outs).ops]
+    kinds = [op.kind.value for op in ag.passes.optimize(outs, compile_options("cpu")).ops]
     assert kinds.count("attention") == 1 and "slice" not in kinds and "gather" not in kinds
     model, got_kernels = build(outs, tmp_path, f"mha_{source}")
     assert got_kernels == kernels(_native_mha(block.m, b, s, e)) + MHA_EXTRA[source], (source, kinds)

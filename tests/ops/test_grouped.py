@@ -7,6 +7,7 @@ import pytest
 
 import aitgen as ag
 from aitgen import ops
+from aitgen.compiler import compile_options
 from aitgen.errors import DTypeError, ShapeError
 from aitgen.ir import IntVar, OpKind, Tensor
 from aitgen.ops.fused import Expr, ExprNode, FusedElementwiseAttrs
@@ -97,7 +98,7 @@ def test_sixteen_bit_members_round_like_the_ops_alone():
     x = Tensor([4, 8], "float16", name="x")
     y = Tensor([4, 8], "bfloat16", name="y")
     alone = {"a": ops.relu(x) * 3.0, "b": ops.sigmoid(y)}
-    g = ag.passes.optimize(alone)
+    g = ag.passes.optimize(alone, compile_options("cpu"))
     assert [op.kind for op in g.ops] == [OpKind.GROUPED]
     feeds = {"x": RNG.standard_normal((4, 8)).astype(np.float16),
              "y": RNG.standard_normal((4, 8)).astype(ag.DType.bfloat16.np)}

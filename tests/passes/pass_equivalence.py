@@ -26,6 +26,7 @@ import ml_dtypes
 import numpy as np
 
 from aitgen import reference
+from aitgen.compiler import compile_options
 from aitgen.ir import Graph, Tensor, verify
 from aitgen.ir.dims import IntVar
 from aitgen.options import CompileOptions
@@ -116,7 +117,7 @@ def _constant_digests(graph: Graph) -> dict[int, bytes]:
 def check_pass(pass_fn: PassFn, graph: Graph, *, exact: bool, opts: Optional[CompileOptions] = None,
                seed: int = 0, verify_after: bool = True) -> Graph:
     """Run pass_fn on a copy of graph; assert the oracle agrees before and after. Returns the result."""
-    opts = opts if opts is not None else CompileOptions()
+    opts = opts if opts is not None else compile_options()
     arrays = make_feeds(graph, seed)
     before = run_oracle(graph, arrays)
     digests = _constant_digests(graph)

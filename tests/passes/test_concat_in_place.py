@@ -1,4 +1,4 @@
-"""memory_planning: a concat's computed parts written in place, as slices of its output's buffer.
+"""plan_memory: a concat's computed parts written in place, as slices of its output's buffer.
 
 Exact plan numbers on hand-built graphs, check_plan on each (and on forged records), and the
 simulated run through the arena of test_memory_planning (every tensor stored at its planned
@@ -13,11 +13,11 @@ import pytest
 
 import aitgen
 from aitgen import ops
+from aitgen.compiler import compile_options
 from aitgen.errors import MemoryPlanError
 from aitgen.ir import Graph, IntImm, IntVar, Tensor
-from aitgen.options import CompileOptions
+from aitgen.memory import check_plan, plan_memory
 from aitgen.passes import run_pipeline
-from aitgen.passes.memory_planning import check_plan, memory_planning, plan_memory
 from test_memory_planning import T, _const, assert_simulation_matches, plan_of
 
 
@@ -139,9 +139,9 @@ def test_forged_records_are_rejected():
 def test_vit_tokens_with_a_batch_are_written_at_strides():
     inputs, outputs = aitgen.models.get("vit_b16", batch=2, image_size=32, patch=8, layers=1, hidden=32,
                                         heads=2, mlp=64)
-    opts = CompileOptions()
-    g = memory_planning(run_pipeline(Graph.from_outputs(outputs, inputs=list(inputs.values())), opts), opts)
-    p = g.annotations["memory_plan"]
+    opts = compile_options()
+    g = run_pipeline(Graph.from_outputs(outputs, inputs=list(inputs.values())), opts)
+    p = plan_memory(g, opts.caps)
     check_plan(g, p)
     (concat,) = [op for op in g.ops if op.kind.value == "concat"]
     patches = concat.inputs[1]
@@ -154,9 +154,9 @@ def test_vit_tokens_with_a_batch_are_written_at_strides():
 
 def test_vit_class_token_copies_only_the_token():
     inputs, outputs = aitgen.models.get("vit_b16", image_size=32, patch=8, layers=1, hidden=32, heads=2, mlp=64)
-    opts = CompileOptions()
-    g = memory_planning(run_pipeline(Graph.from_outputs(outputs, inputs=list(inputs.values())), opts), opts)
-    p = g.annotations["memory_plan"]
+    opts = compile_options()
+    g = run_pipeline(Graph.from_outputs(outputs, inputs=list(inputs.values())), opts)
+    p = plan_memory(g, opts.caps)
     check_plan(g, p)
     (concat,) = [op for op in g.ops if op.kind.value == "concat"]
     assert p.concat_in_place == {concat.outputs[0]: {1: 32 * 4}}  # the patches, after one token

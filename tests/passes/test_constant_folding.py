@@ -6,8 +6,8 @@ import pytest
 
 import aitgen as ag
 from aitgen import ops
+from aitgen.compiler import compile_options
 from aitgen.ir import Graph, IntVar
-from aitgen.options import CompileOptions
 from aitgen.passes import constant_folding
 from pass_equivalence import check_pass
 
@@ -41,7 +41,7 @@ def test_nothing_folds_when_disabled():
     x = ag.Tensor([3, 4], name="x")
     g = Graph.from_outputs({"y": x + _const_expr()})
     before = len(g.ops)
-    out = check_pass(constant_folding, g, exact=True, opts=CompileOptions(fold_constants=False))
+    out = check_pass(constant_folding, g, exact=True, opts=compile_options(fold_constants=False))
     assert len(out.ops) == before
 
 
@@ -49,7 +49,7 @@ def test_outputs_larger_than_the_limit_stay_computations():
     x = ag.Tensor([64, 64], name="x")
     big = ops.expand(ops.exp(ag.constant(np.float32(1.0))), [64, 64])  # 16 KiB
     g = Graph.from_outputs({"y": x * big})
-    out = check_pass(constant_folding, g, exact=True, opts=CompileOptions(constant_fold_max_bytes=1024))
+    out = check_pass(constant_folding, g, exact=True, opts=compile_options(constant_fold_max_bytes=1024))
     assert _kinds(out) == ["expand", "mul"]  # exp (4 bytes) folded, expand (16 KiB) kept
     out = check_pass(constant_folding, g, exact=True)
     assert _kinds(out) == ["mul"]

@@ -5,9 +5,9 @@ import pytest
 
 import aitgen as ag
 from aitgen import models, nn, ops
+from aitgen.compiler import compile_options
 from aitgen.errors import DTypeError
 from aitgen.ir.dtype import DType
-from aitgen.options import CompileOptions
 from aitgen.passes import run_pipeline
 from aitgen.passes.convert_precision import convert_precision
 
@@ -58,7 +58,7 @@ def test_inside_narrow_edges_declared():
     _, outs = small_mlp()
     g = ag.Graph.from_outputs(outs)
     weights = [t.value for t in g.constants]
-    g = convert_precision(g, CompileOptions(precision="float16"))
+    g = convert_precision(g, compile_options(precision="float16"))
     assert [t.dtype for t in g.inputs] == [DType.float32]
     assert {k: t.dtype for k, t in g.outputs.items()} == {"y": DType.float32, "h16": DType.float16,
                                                         "x_out": DType.float32}
@@ -75,7 +75,7 @@ def test_inside_narrow_edges_declared():
 
 def test_pipeline_removes_the_identity_cast_and_names_everything():
     _, outs = small_mlp()
-    g = run_pipeline(ag.Graph.from_outputs(outs), CompileOptions(precision="float16", verify=True, fusion=False))
+    g = run_pipeline(ag.Graph.from_outputs(outs), compile_options(precision="float16", verify=True, fusion=False))
     assert all(not (op.kind is ag.OpKind.CAST and op.inputs[0].dtype == op.outputs[0].dtype) for op in g.ops)
     assert all(t.name for t in g.tensors)
 
@@ -84,13 +84,13 @@ def test_no_precision_is_a_no_op():
     _, outs = small_mlp()
     g = ag.Graph.from_outputs(outs)
     before = str(g)
-    assert str(convert_precision(g, CompileOptions())) == before
+    assert str(convert_precision(g, compile_options())) == before
 
 
 def test_unknown_precision_is_a_typed_error():
     _, outs = small_mlp()
     with pytest.raises(DTypeError, match="int8"):
-        convert_precision(ag.Graph.from_outputs(outs), CompileOptions(precision="int8"))
+        convert_precision(ag.Graph.from_outputs(outs), compile_options(precision="int8"))
 
 
 @pytest.mark.parametrize("precision", ["float16", "bfloat16"])
@@ -98,7 +98,7 @@ def test_unknown_precision_is_a_typed_error():
 def test_zoo_oracle_before_and_after(name, precision):
     """A pure IR pass: the oracle of the converted graph equals the float32 graph's, to rounding."""
     inputs, outputs = models.get(name, **SMALL[name])
-    g = convert_precision(ag.Graph.from_outputs(outputs), CompileOptions(precision=precision))
+    g = convert_precision(ag.Graph.from_outputs(outputs), compile_options(precision=precision))
     assert any(t.dtype.value == precision for t in g.tensors if t.producer is not None)
     # integer inputs (token ids, masks) are untouched; float ones keep float32
     assert [t.dtype for t in g.inputs] == [t.dtype for t in inputs.values()]

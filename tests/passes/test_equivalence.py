@@ -9,9 +9,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from aitgen.ir import Graph
+from aitgen.compiler import compile_options
 from aitgen.options import CompileOptions
 from aitgen.passes import (PIPELINE, constant_folding, dedup, fold_batchnorm, name_graph, remove_no_ops,
-                           remove_unused, run_pipeline, toposort)
+                           remove_unused, run_passes, run_pipeline, toposort)
 from aitgen.passes.fuse_attention import fuse_attention
 from aitgen.passes.fuse_conv_elementwise import fuse_conv_elementwise
 from aitgen.passes.fuse_mm_elementwise import fuse_mm_elementwise
@@ -48,8 +49,12 @@ def test_the_cleanup_passes_are_in_the_pipeline():
     assert cleanup <= set(PIPELINE)
 
 
+RUNS: list = []  # whole_pipeline's runs, newest last: their pass records
+
+
 def whole_pipeline(graph: Graph, opts: CompileOptions) -> Graph:
-    return run_pipeline(graph, opts)
+    RUNS.append(run_passes(graph, opts))
+    return RUNS[-1].graph
 
 
 @pytest.mark.parametrize("model", ZOO)
@@ -60,11 +65,11 @@ def test_pass_keeps_zoo_outputs(pass_fn, exact, model):
 
 @pytest.mark.parametrize("model", ZOO)
 def test_pipeline_keeps_zoo_outputs_with_verify(model):
-    graph = check_pass(whole_pipeline, zoo_graph(model), exact=False, opts=CompileOptions(verify=True))
+    graph = check_pass(whole_pipeline, zoo_graph(model), exact=False, opts=compile_options(verify=True))
     names = [t.name for t in graph.tensors] + [op.name for op in graph.ops]
     assert all(is_valid_name(n) for n in names)
     assert len(names) == len(set(names))
-    assert [r.name for r in graph.annotations["pass_records"]] == [p.__name__ for p in PIPELINE]
+    assert [r.name for r in RUNS[-1].records] == [p.__name__ for p in PIPELINE]
 
 
 @pytest.mark.parametrize("pass_fn, exact", PASSES)
@@ -77,13 +82,13 @@ def test_pass_keeps_random_graph_outputs(pass_fn, exact, graph):
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(graph=random_graphs(max_steps=16))
 def test_pipeline_keeps_random_graph_outputs(graph):
-    check_pass(whole_pipeline, graph, exact=False, opts=CompileOptions(verify=True))
+    check_pass(whole_pipeline, graph, exact=False, opts=compile_options(verify=True))
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(graph=random_graphs())
 def test_pipeline_is_idempotent(graph):
     # A second run finds nothing left to do: each pass reached its fixed point in one sweep.
-    once = run_pipeline(graph.copy(), CompileOptions())
-    twice = run_pipeline(once.copy(), CompileOptions())
+    once = run_pipeline(graph.copy(), compile_options())
+    twice = run_pipeline(once.copy(), compile_options())
     assert str(twice) == str(once)

@@ -11,8 +11,8 @@ import pytest
 
 import aitgen as ag
 from aitgen import ops
+from aitgen.compiler import compile_options
 from aitgen.ir import Graph, Tensor
-from aitgen.options import CompileOptions
 from aitgen.passes import fold_batchnorm
 from pass_equivalence import check_pass
 
@@ -96,7 +96,7 @@ def test_shared_weight_folds_into_two_new_constants():
 def test_skipped_when_constant_folding_is_off():
     x = ag.Tensor([1, 4, 4, 3], name="x")
     g = Graph.from_outputs({"y": _bn(ops.conv2d(x, _c(2, 1, 1, 3)), 2)})
-    out = check_pass(fold_batchnorm, g, exact=True, opts=CompileOptions(fold_constants=False))
+    out = check_pass(fold_batchnorm, g, exact=True, opts=compile_options(fold_constants=False))
     assert _kinds(out) == ["conv2d", "batchnorm"]
 
 
@@ -105,7 +105,7 @@ def test_full_resnet50_has_no_batchnorm_left():
     inputs, outputs = ag.models.get("resnet50", batch=1)
     g = Graph.from_outputs(outputs, inputs=list(inputs.values()))
     assert g.op_counts()["batchnorm"] == 53
-    out = fold_batchnorm(g, CompileOptions())
+    out = fold_batchnorm(g, compile_options())
     counts = out.op_counts()
     assert "batchnorm" not in counts and counts["conv2d"] == 53
     assert all(len(op.inputs) == 3 for op in out.ops if op.kind.value == "conv2d")

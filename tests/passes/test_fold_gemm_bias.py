@@ -8,8 +8,8 @@ import pytest
 
 import aitgen as ag
 from aitgen import ops
+from aitgen.compiler import compile_options
 from aitgen.ir import Graph, IntVar, Tensor
-from aitgen.options import CompileOptions
 from aitgen.passes import PIPELINE, run_pipeline
 from aitgen.passes.fold_gemm_bias import fold_gemm_bias
 from pass_equivalence import check_pass
@@ -92,5 +92,5 @@ def test_imported_qkv_projections_pack_into_one_gemm():
 def test_zoo_exact():
     for name in ZOO:
         stop = PIPELINE.index(fold_gemm_bias)
-        g = run_pipeline(zoo_graph(name), CompileOptions(), PIPELINE[:stop])
+        g = run_pipeline(zoo_graph(name), compile_options(), PIPELINE[:stop])
         check_pass(fold_gemm_bias, g, exact=True)

@@ -9,8 +9,8 @@ import pytest
 
 import aitgen as ag
 from aitgen import ops
+from aitgen.compiler import compile_options
 from aitgen.ir import Graph, IntVar
-from aitgen.options import CompileOptions
 from aitgen.passes import fuse_attention
 from pass_equivalence import check_pass
 
@@ -157,7 +157,7 @@ def test_not_attention(case):
 def test_fusion_off_changes_nothing():
     q, k, v = _qkv()
     g = Graph.from_outputs({"y": ops.bmm(ops.softmax(ops.bmm(q, k, trans_b=True), -1), v)})
-    assert str(fuse_attention(g.copy(), CompileOptions(fusion=False))) == str(g)
+    assert str(fuse_attention(g.copy(), compile_options(fusion=False))) == str(g)
 
 
 def test_recognised_gpt2_style_block_matches_the_builtin_attention():

@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 
 import aitgen as ag
 from aitgen import ops
+from aitgen.compiler import compile_options
 from aitgen.ir import Graph, OpKind
-from aitgen.options import CompileOptions
 from aitgen.ops.registry import Category, get_opdef
 from aitgen.passes import PIPELINE, run_pipeline
 from aitgen.passes.fuse_elementwise import MAX_OPERANDS, fuse_elementwise, partition_subgraphs
@@ -53,7 +53,7 @@ def fused_ops(g: Graph):
 
 def before_fusion(g: Graph) -> Graph:
     """The graph as the pipeline hands it to fuse_elementwise (epilogues already absorbed)."""
-    return run_pipeline(g, CompileOptions(), PIPELINE[:PIPELINE.index(fuse_elementwise)])
+    return run_pipeline(g, compile_options(), PIPELINE[:PIPELINE.index(fuse_elementwise)])
 
 
 # -- the zoo and random graphs --------------------------------------------------------------------
@@ -73,7 +73,7 @@ def test_random_graphs(graph):
     for op in fused_ops(out):
         assert len(op.attrs.expr.nodes) >= 2 and len(op.inputs) <= MAX_OPERANDS
     assert not any(len(g) < 2 for g in partition_subgraphs(out))  # nothing left to fuse
-    assert kinds(fuse_elementwise(out.copy(), CompileOptions())) == kinds(out)
+    assert kinds(fuse_elementwise(out.copy(), compile_options())) == kinds(out)
 
 
 @st.composite
@@ -201,7 +201,7 @@ def test_single_ops_stay_as_they_are():
 def test_fusion_off_is_a_no_op():
     x = ag.Tensor([4, 4], name="x")
     g = Graph.from_outputs({"y": ops.relu(x) + 1.0})
-    out = check_pass(fuse_elementwise, g, exact=True, opts=CompileOptions(fusion=False))
+    out = check_pass(fuse_elementwise, g, exact=True, opts=compile_options(fusion=False))
     assert str(out) == str(g)
 
 
@@ -241,12 +241,12 @@ def test_kernel_counts_fall_on_the_zoo():
     # bert's attention-mask prep (cast, 1 - m, * -10000) and embedding adds are the groups left
     # once the epilogues took the rest; mobilenet and resnet have none left.
     g = before_fusion(zoo_graph("bert_base"))
-    out = fuse_elementwise(g.copy(), CompileOptions())
+    out = fuse_elementwise(g.copy(), compile_options())
     assert len(out.ops) < len(g.ops)
 
 
 def test_memory_plan_runs_single_output_groups_in_place_and_multi_output_ones_safely():
-    from aitgen.passes.memory_planning import check_plan, plan_memory
+    from aitgen.memory import check_plan, plan_memory
     x = ag.Tensor([4, 64], name="x")
     u = ops.layernorm(x)                                   # an arena tensor that dies in the group
     one = ops.tanh(ops.sigmoid(u) * u + 1.0)               # one output: may overwrite u
@@ -258,7 +258,7 @@ def test_memory_plan_runs_single_output_groups_in_place_and_multi_output_ones_sa
     from aitgen.passes.group_ops import group_ops
     from test_memory_planning import assert_simulation_matches
     ungrouped = [p for p in PIPELINE if p is not group_ops]  # the two groups would be one op
-    g = run_pipeline(Graph.from_outputs(outs), CompileOptions(), ungrouped)
+    g = run_pipeline(Graph.from_outputs(outs), compile_options(), ungrouped)
     plan = plan_memory(g)
     check_plan(g, plan)
     fused = fused_ops(g)
@@ -266,7 +266,7 @@ def test_memory_plan_runs_single_output_groups_in_place_and_multi_output_ones_sa
     in_place = {id(to.producer) for _, _, to in plan.in_place}
     assert [len(op.outputs) for op in fused if id(op) in in_place] == [1]
     # Grouped (the whole pipeline), the single-output member still runs over u, and only it.
-    g = run_pipeline(Graph.from_outputs(outs), CompileOptions(), PIPELINE)
+    g = run_pipeline(Graph.from_outputs(outs), compile_options(), PIPELINE)
     plan = plan_memory(g)
     check_plan(g, plan)
     (grouped,) = [op for op in g.ops if op.kind is OpKind.GROUPED and op.attrs.kind is FUSED]

@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 
 import aitgen as ag
 from aitgen import ops
+from aitgen.compiler import compile_options
 from aitgen.ir import Graph, IntImm, IntVar
-from aitgen.options import CompileOptions
 from aitgen.passes import dedup, fuse_memory_ops, fuse_parallel_gemms, run_pipeline
 from aitgen.passes.fuse_memory_ops import View, reshape_view
 from pass_equivalence import check_pass
@@ -149,7 +149,7 @@ def test_inverse_permutes_vanish_but_an_output_keeps_its_buffer():
 
 def test_fusion_off_changes_nothing():
     g = Graph.from_outputs({"y": _bert_like(packed=True)})
-    out = fuse_memory_ops(g.copy(), CompileOptions(fusion=False))
+    out = fuse_memory_ops(g.copy(), compile_options(fusion=False))
     assert str(out) == str(g)
 
 
@@ -190,12 +190,12 @@ def test_random_chains_fold_exactly(graph):
 
 def _up_to_dedup(graph: Graph) -> Graph:
     from aitgen.passes import PIPELINE
-    return run_pipeline(graph, CompileOptions(), PIPELINE[:PIPELINE.index(dedup) + 1])
+    return run_pipeline(graph, compile_options(), PIPELINE[:PIPELINE.index(dedup) + 1])
 
 
 @pytest.mark.parametrize("model", ZOO)
 def test_zoo(model):
-    g = fuse_parallel_gemms(_up_to_dedup(zoo_graph(model)), CompileOptions())
+    g = fuse_parallel_gemms(_up_to_dedup(zoo_graph(model)), compile_options())
     out = check_pass(fuse_memory_ops, g, exact=True)
     if model.split("@")[0] in ("bert_base", "vit_b16", "gpt2"):
         assert "permute" not in _kinds(out) and "split" not in _kinds(out)

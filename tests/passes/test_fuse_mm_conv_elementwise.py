@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 import aitgen as ag
 from aitgen import ops
+from aitgen.compiler import compile_options
 from aitgen.ir import Graph, IntVar, Tensor
 from aitgen.ir.op import OpKind
 from aitgen.ops.fused import MAX_EXTRA, Epilogue, expr_shape_ok, split_operands
@@ -59,7 +60,7 @@ def epilogue_kinds(g: Graph, kind: OpKind = OpKind.GEMM) -> list[list[str]]:
 def until_fusion(graph: Graph) -> Graph:
     """graph after the passes that run before the epilogue fusions (fold_batchnorm above all)."""
     stop = min(PIPELINE.index(fuse_conv_elementwise), PIPELINE.index(fuse_mm_elementwise))
-    return run_pipeline(graph, CompileOptions(), PIPELINE[:stop])
+    return run_pipeline(graph, compile_options(), PIPELINE[:stop])
 
 
 # -- the zoo --------------------------------------------------------------------------------------
@@ -297,7 +298,7 @@ def test_fusion_false_changes_nothing():
             "c": ops.relu(ops.conv2d(x, _c(2, 1, 1, 3))), "g": ops.gelu(ops.linear(x, _c(5, 3)))}
     g = fused(outs)
     assert "relu" not in kinds(g) and "gelu" not in kinds(g)
-    off = CompileOptions(fusion=False)
+    off = compile_options(fusion=False)
     for fn in (fuse_mm_elementwise, fuse_conv_elementwise):
         g0 = Graph.from_outputs(outs)
         assert str(check_pass(fn, g0, exact=True, opts=off)) == str(g0)

@@ -7,6 +7,7 @@ import pytest
 
 import aitgen as ag
 from aitgen import ops
+from aitgen.compiler import compile_options
 from aitgen.ir import Graph, IntVar, OpKind
 from aitgen.options import CompileOptions
 from aitgen.passes import PIPELINE, run_pipeline
@@ -83,13 +84,13 @@ def test_operands_a_row_kernel_cannot_read_cheaply_stay_out():
 def test_fusion_off_is_a_no_op():
     x, r = ag.Tensor([2, 16], name="x"), ag.Tensor([2, 16], name="r")
     g = Graph.from_outputs({"y": ops.layernorm(x + r, W, B)})
-    out = check_pass(fuse_norm_elementwise, g, exact=True, opts=CompileOptions(fusion=False))
+    out = check_pass(fuse_norm_elementwise, g, exact=True, opts=compile_options(fusion=False))
     assert str(out) == str(g)
 
 
 @pytest.mark.parametrize("model", ZOO)
 def test_zoo(model):
-    before = run_pipeline(zoo_graph(model), CompileOptions(), PIPELINE[:PIPELINE.index(fuse_norm_elementwise)])
+    before = run_pipeline(zoo_graph(model), compile_options(), PIPELINE[:PIPELINE.index(fuse_norm_elementwise)])
     out = check_pass(fuse_norm_elementwise, before, exact=False)
     if model == "bert_base":  # the embedding sum (word + position + token type) goes into its layernorm
         assert any(op.kind is OpKind.LAYERNORM and op.attrs.prologue is not None for op in out.ops)

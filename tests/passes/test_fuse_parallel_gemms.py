@@ -7,8 +7,8 @@ import pytest
 
 import aitgen as ag
 from aitgen import ops
+from aitgen.compiler import compile_options
 from aitgen.ir import Graph, IntVar
-from aitgen.options import CompileOptions
 from aitgen.passes import PIPELINE, dedup, fuse_memory_ops, fuse_parallel_gemms, run_pipeline
 from pass_equivalence import check_pass
 from pass_zoo import ZOO, zoo_graph
@@ -89,12 +89,12 @@ def test_fusion_off_changes_nothing():
     b, s, h, d = 1, 3, 1, 4
     x = ag.Tensor([b, s, d], name="x")
     g = Graph.from_outputs({"o": _attention(*(ops.linear(x, _w(d, d)) for _ in range(3)), b, s, h, d)})
-    assert str(fuse_parallel_gemms(g.copy(), CompileOptions(fusion=False))) == str(g)
+    assert str(fuse_parallel_gemms(g.copy(), compile_options(fusion=False))) == str(g)
 
 
 @pytest.mark.parametrize("model", ZOO)
 def test_zoo(model):
-    g = run_pipeline(zoo_graph(model), CompileOptions(), PIPELINE[:PIPELINE.index(dedup) + 1])
+    g = run_pipeline(zoo_graph(model), compile_options(), PIPELINE[:PIPELINE.index(dedup) + 1])
     before = _kinds(g).count("gemm")
     out = check_pass(fuse_parallel_gemms, g, exact=False)
     layers = _kinds(out).count("attention")

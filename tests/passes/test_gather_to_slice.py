@@ -7,8 +7,8 @@ import pytest
 
 import aitgen as ag
 from aitgen import ops
+from aitgen.compiler import compile_options
 from aitgen.ir import Graph, IntVar, OpKind, Tensor
-from aitgen.options import CompileOptions
 from aitgen.passes import PIPELINE, run_pipeline
 from aitgen.passes.gather_to_slice import gather_to_slice
 from pass_equivalence import check_pass
@@ -46,7 +46,7 @@ def test_other_indices_stay_a_gather(index):
     x = Tensor([3, 4, 6], name="x")
     g = Graph.from_outputs({"y": ops.gather(x, _idx(index), axis=2)})
     if index in ([6], [-7]):
-        out = gather_to_slice(g.copy(), CompileOptions())  # the oracle would raise on the feeds
+        out = gather_to_slice(g.copy(), compile_options())  # the oracle would raise on the feeds
     else:
         out = _run(ops.gather(x, _idx(index), axis=2))
     assert kinds(out) == ["gather"]
@@ -63,7 +63,7 @@ def test_dynamic_axis_only_below_its_lower_bound():
     assert kinds(_run(ops.gather(x, _idx(2), axis=1))) == ["slice", "reshape"]
     # index 3 may be out of range at run time (s = 3): the gather's error must stay
     g = Graph.from_outputs({"y": ops.gather(x, _idx(3), axis=1)})
-    assert kinds(gather_to_slice(g, CompileOptions())) == ["gather"]
+    assert kinds(gather_to_slice(g, compile_options())) == ["gather"]
     assert kinds(_run(ops.gather(x, _idx(-1), axis=1))) == ["gather"]  # depends on the run-time size
 
 
@@ -74,12 +74,12 @@ def test_mha_split_then_pooler_in_the_pipeline_has_no_gather_and_no_copy():
                                               [5, 3, 8]), [1, 0, 2]), [3, 5, 8])
     parts = [ops.gather(qkv, _idx(i), axis=0) for i in range(3)]
     y = ops.gather(parts[0] + parts[1] * parts[2], _idx(0), axis=0)
-    g = run_pipeline(Graph.from_outputs({"y": y}), CompileOptions())
+    g = run_pipeline(Graph.from_outputs({"y": y}), compile_options())
     assert "gather" not in kinds(g)
 
 
 def test_zoo_exact():
     for name in ZOO:
         stop = PIPELINE.index(gather_to_slice)
-        g = run_pipeline(zoo_graph(name), CompileOptions(), PIPELINE[:stop])
+        g = run_pipeline(zoo_graph(name), compile_options(), PIPELINE[:stop])
         check_pass(gather_to_slice, g, exact=True)

@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 
 import aitgen as ag
 from aitgen import ops
+from aitgen.compiler import compile_options
 from aitgen.ir import Graph, IntVar, OpKind, Tensor
-from aitgen.options import CompileOptions
 from aitgen.passes import PIPELINE, name_graph, run_pipeline
 from aitgen.passes.group_ops import group_ops
 from pass_equivalence import check_pass
@@ -28,7 +28,7 @@ def _c(*shape):
 
 def before_grouping(g: Graph) -> Graph:
     """The pipeline up to group_ops, and names (assert_independent matches tensors by name)."""
-    return run_pipeline(g, CompileOptions(), PIPELINE[:PIPELINE.index(group_ops)] + [name_graph])
+    return run_pipeline(g, compile_options(), PIPELINE[:PIPELINE.index(group_ops)] + [name_graph])
 
 
 def grouped_pipeline(outputs, inputs=None) -> Graph:
@@ -122,7 +122,7 @@ def test_classes_differ_and_nothing_without_a_backend_or_fusion():
     g = grouped_pipeline(outs)
     assert ("gemm", 2) not in groups(g)  # other epilogue, other M: three classes of one
     g0 = before_grouping(Graph.from_outputs({"a": ops.layernorm(x), "b": ops.layernorm(Tensor([2, 8], name="y"))}))
-    for opts in (CompileOptions(fusion=False), CompileOptions(target="no_such_backend")):
+    for opts in (compile_options(fusion=False), compile_options(target="no_such_backend")):
         assert str(check_pass(group_ops, g0, exact=True, opts=opts)) == str(g0)
     assert groups(check_pass(group_ops, g0, exact=True)) == [("layernorm", 2)]
 

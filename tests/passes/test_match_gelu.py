@@ -9,8 +9,8 @@ import pytest
 
 import aitgen as ag
 from aitgen import ops
+from aitgen.compiler import compile_options
 from aitgen.ir import Graph, Tensor
-from aitgen.options import CompileOptions
 from aitgen.passes import PIPELINE, run_pipeline
 from aitgen.passes.match_gelu import match_gelu
 from pass_equivalence import check_pass
@@ -86,6 +86,6 @@ def test_gemm_takes_the_gelu_as_its_epilogue_after_the_pipeline():
 def test_zoo_unchanged():
     for name in ZOO:
         stop = PIPELINE.index(match_gelu)
-        g = run_pipeline(zoo_graph(name), CompileOptions(), PIPELINE[:stop])
+        g = run_pipeline(zoo_graph(name), compile_options(), PIPELINE[:stop])
         before = kinds(g)
         assert kinds(check_pass(match_gelu, g, exact=True)) == before

@@ -8,8 +8,8 @@ import pytest
 
 import aitgen as ag
 from aitgen import ops
+from aitgen.compiler import compile_options
 from aitgen.ir import Graph, IntVar, Tensor
-from aitgen.options import CompileOptions
 from aitgen.passes import PIPELINE, run_pipeline
 from aitgen.passes.match_norms import match_norms
 from pass_equivalence import check_pass
@@ -123,6 +123,6 @@ def test_residual_add_is_taken_in_by_the_norm_after_the_pipeline():
 def test_zoo_unchanged():
     for name in ZOO:
         stop = PIPELINE.index(match_norms)
-        g = run_pipeline(zoo_graph(name), CompileOptions(), PIPELINE[:stop])
+        g = run_pipeline(zoo_graph(name), compile_options(), PIPELINE[:stop])
         before = kinds(g)
         assert kinds(check_pass(match_norms, g, exact=True)) == before

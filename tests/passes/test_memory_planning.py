@@ -1,4 +1,4 @@
-"""memory_planning: exact arena numbers on hand-built graphs, check_plan on random graphs and the
+"""plan_memory: exact arena numbers on hand-built graphs, check_plan on random graphs and the
 zoo, and a simulated run through the planned arena.
 
 The simulation is the independent check: every arena tensor is written to and read back from its
@@ -17,13 +17,14 @@ from hypothesis import strategies as st
 
 import aitgen
 from aitgen import ops, reference
+from aitgen.compiler import compile_options
+from aitgen.errors import MemoryPlanError
 from aitgen.ir import Graph, IntVar, Tensor
 from aitgen.ir.dims import evaluate_shape
-from aitgen.options import CompileOptions
+from aitgen.memory import ALIGN, MemoryPlan, check_plan, plan_memory
 from aitgen.passes import run_pipeline
-from aitgen.passes.memory_planning import ALIGN, MemoryPlan, MemoryPlanError, check_plan, memory_planning
 
-OPTS = CompileOptions()
+OPTS = compile_options()
 
 
 def _const(*shape: int) -> Tensor:
@@ -31,8 +32,8 @@ def _const(*shape: int) -> Tensor:
 
 
 def plan_of(outputs, inputs) -> tuple[Graph, MemoryPlan]:
-    g = memory_planning(Graph.from_outputs(outputs, inputs=inputs), OPTS)
-    plan = g.annotations["memory_plan"]
+    g = Graph.from_outputs(outputs, inputs=inputs)
+    plan = plan_memory(g, OPTS.caps)
     check_plan(g, plan)
     assert plan.lower_bound_bytes <= plan.arena_bytes <= plan.naive_bytes
     assert all(off % ALIGN == 0 for off in plan.offsets.values())
@@ -274,13 +275,12 @@ def test_dynamic_dims_are_sized_at_their_upper_bound():
     assert_simulation_matches(g, p)
 
 
-def test_pass_signature_and_name_keyed_offsets():
+def test_plan_after_the_pipeline_has_name_keyed_offsets():
     x = Tensor([4, 8], name="x")
     y = ops.gemm(ops.relu(ops.gemm(x, _const(8, 8), name="a"), name="r"), _const(8, 2), name="y")
     # Without fusion: fuse_mm_elementwise would take the relu into gemm a, leaving nothing in place.
     g = run_pipeline(Graph.from_outputs({"y": y}, inputs=[x]), OPTS.replace(fusion=False), None)
-    g = memory_planning(g, OPTS)
-    plan = g.annotations["memory_plan"]
+    plan = plan_memory(g, OPTS.caps)
     check_plan(g, plan)
     assert plan.offsets_by_name() == {t.name: off for t, off in plan.offsets.items()}
     assert len(plan.offsets) == 2 and len(plan.in_place) == 1  # a, and r written over it
@@ -377,11 +377,10 @@ def random_graphs(draw) -> Graph:
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(random_graphs())
 def test_random_graphs_plan_checks_and_runs_through_the_arena(graph):
-    g = memory_planning(graph, OPTS)
-    p = g.annotations["memory_plan"]
-    check_plan(g, p)
+    p = plan_memory(graph, OPTS.caps)
+    check_plan(graph, p)
     assert p.lower_bound_bytes <= p.arena_bytes <= p.naive_bytes
-    assert_simulation_matches(g, p)
+    assert_simulation_matches(graph, p)
 
 
 # -- the model zoo ----------------------------------------------------------------------------
@@ -399,8 +398,7 @@ ZOO_CONFIGS = {
 def test_zoo_after_the_pipeline(name):
     inputs, outputs = aitgen.models.get(name, **ZOO_CONFIGS[name])
     g = run_pipeline(Graph.from_outputs(outputs, inputs=list(inputs.values())), OPTS)
-    g = memory_planning(g, OPTS)
-    p = g.annotations["memory_plan"]
+    p = plan_memory(g, OPTS.caps)
     check_plan(g, p)
     assert p.lower_bound_bytes <= p.arena_bytes <= p.naive_bytes
     assert p.arena_bytes <= 1.05 * p.lower_bound_bytes
@@ -413,7 +411,7 @@ def test_zoo_after_the_pipeline(name):
 def test_full_size_arena_is_within_5_percent_of_the_lower_bound(name, config):
     # The CPU backend's target; graph build and planning only (a few seconds), no evaluation.
     inputs, outputs = aitgen.models.get(name, **config)
-    g = memory_planning(run_pipeline(Graph.from_outputs(outputs, inputs=list(inputs.values())), OPTS), OPTS)
-    p = g.annotations["memory_plan"]
+    g = run_pipeline(Graph.from_outputs(outputs, inputs=list(inputs.values())), OPTS)
+    p = plan_memory(g, OPTS.caps)
     check_plan(g, p)
     assert p.arena_bytes <= 1.05 * p.lower_bound_bytes, (p.strategy, p.arena_by_strategy)

@@ -9,8 +9,8 @@ import pytest
 
 import aitgen as ag
 from aitgen import ops
+from aitgen.compiler import compile_options
 from aitgen.ir import Graph, IntVar, Tensor
-from aitgen.options import CompileOptions
 from aitgen.passes import PIPELINE, run_pipeline
 from aitgen.passes.merge_view_chains import merge_view_chains
 from pass_equivalence import check_pass
@@ -106,5 +106,5 @@ def test_output_is_kept_when_the_chain_is_the_identity():
 def test_zoo_exact():
     for name in ZOO:
         stop = PIPELINE.index(merge_view_chains)
-        g = run_pipeline(zoo_graph(name), CompileOptions(), PIPELINE[:stop])
+        g = run_pipeline(zoo_graph(name), compile_options(), PIPELINE[:stop])
         check_pass(merge_view_chains, g, exact=True)

@@ -6,8 +6,8 @@ import pytest
 
 import aitgen as ag
 from aitgen import ops
+from aitgen.compiler import compile_options
 from aitgen.ir import Graph, verify
-from aitgen.options import CompileOptions
 from aitgen.passes import name_graph
 from aitgen.passes.name_graph import is_valid_name, sanitize
 from pass_equivalence import check_pass
@@ -58,13 +58,13 @@ def test_names_are_valid_unique_and_keep_what_was_valid():
 
 
 def test_idempotent():
-    once = name_graph(_messy_graph(), CompileOptions())
+    once = name_graph(_messy_graph(), compile_options())
     text = str(once)
-    assert str(name_graph(once, CompileOptions())) == text
+    assert str(name_graph(once, compile_options())) == text
 
 
 def test_valid_names_win_over_sanitised_ones():
     x = ag.Tensor([2], name="a.b")
     y = ag.Tensor([2], name="a_b")
-    out = name_graph(Graph.from_outputs({"o": x + y}, inputs=[x, y]), CompileOptions())
+    out = name_graph(Graph.from_outputs({"o": x + y}, inputs=[x, y]), compile_options())
     assert [t.name for t in out.inputs] == ["a_b_1", "a_b"]

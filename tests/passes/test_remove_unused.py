@@ -6,8 +6,8 @@ from hypothesis import HealthCheck, given, settings
 
 import aitgen as ag
 from aitgen import ops
+from aitgen.compiler import compile_options
 from aitgen.ir import Graph, topo_order, verify
-from aitgen.options import CompileOptions
 from aitgen.passes import remove_unused
 from pass_equivalence import check_pass
 from pass_graphgen import random_graphs
@@ -21,7 +21,7 @@ def test_dead_ops_and_their_constants_go_inputs_stay():
     gx = g.inputs[0]
     new = ops.tanh(gx)
     g.replace_all_uses(g.outputs["y"], new)
-    out = remove_unused(g, CompileOptions())
+    out = remove_unused(g, compile_options())
     verify(out)
     assert [op.kind.value for op in out.ops] == ["tanh"]
     assert [t.name for t in out.inputs] == ["x", "unused"]

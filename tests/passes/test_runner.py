@@ -8,10 +8,11 @@ import pytest
 
 import aitgen as ag
 from aitgen import ops
+from aitgen.compiler import compile_options
 from aitgen.errors import GraphError, PassError
 from aitgen.ir import Graph
 from aitgen.options import CompileOptions
-from aitgen.passes import PIPELINE, PassRecord, optimize, remove_unused, run_pipeline, toposort
+from aitgen.passes import PIPELINE, PassRecord, optimize, remove_unused, run_passes, run_pipeline, toposort
 
 
 def _graph() -> Graph:
@@ -34,8 +35,8 @@ def forget_return(graph: Graph, opts: CompileOptions):
 
 
 def test_records_every_pass():
-    out = run_pipeline(_graph(), CompileOptions())
-    records = out.annotations["pass_records"]
+    run = run_passes(_graph(), compile_options())
+    out, records = run.graph, run.records
     assert [r.name for r in records] == [p.__name__ for p in PIPELINE]
     assert all(isinstance(r, PassRecord) and r.seconds >= 0 for r in records)
     assert records[-1].ops_after == len(out.ops) == 1  # relu + add: one fused element-wise op
@@ -43,7 +44,7 @@ def test_records_every_pass():
 
 def test_pass_error_names_the_pass_and_those_before_it():
     with pytest.raises(PassError) as e:
-        run_pipeline(_graph(), CompileOptions(), [toposort, remove_unused, explode, toposort])
+        run_pipeline(_graph(), compile_options(), [toposort, remove_unused, explode, toposort])
     msg = str(e.value)
     assert "'explode'" in msg and "[toposort, remove_unused]" in msg and "boom" in msg
     assert isinstance(e.value.__cause__, ValueError)
@@ -51,26 +52,26 @@ def test_pass_error_names_the_pass_and_those_before_it():
 
 def test_verification_failure_is_blamed_on_the_pass_only_with_verify():
     with pytest.raises(PassError, match=r"'dangle' \(#2\) left a graph that fails verification.*\[toposort\]") as e:
-        run_pipeline(_graph(), CompileOptions(verify=True), [toposort, dangle])
+        run_pipeline(_graph(), compile_options(verify=True), [toposort, dangle])
     assert isinstance(e.value.__cause__, GraphError)
-    run_pipeline(_graph(), CompileOptions(verify=False), [toposort, dangle])
+    run_pipeline(_graph(), compile_options(verify=False), [toposort, dangle])
 
 
 def test_a_pass_that_returns_no_graph_is_reported():
     with pytest.raises(PassError, match="'forget_return'.*returned NoneType"):
-        run_pipeline(_graph(), CompileOptions(), [forget_return])
+        run_pipeline(_graph(), compile_options(), [forget_return])
 
 
 def test_a_broken_input_graph_is_not_blamed_on_a_pass():
     g = _graph()
     g.ops.reverse()
     with pytest.raises(PassError, match="input graph"):
-        run_pipeline(g, CompileOptions(verify=True))
+        run_pipeline(g, compile_options(verify=True))
 
 
 def test_dump_passes_writes_numbered_files(tmp_path):
     folder = tmp_path / "dumps"
-    out = run_pipeline(_graph(), CompileOptions(dump_passes=str(folder)))
+    out = run_pipeline(_graph(), compile_options(dump_passes=str(folder)))
     want = ["00-input.txt"] + [f"{i:02d}-{p.__name__}.txt" for i, p in enumerate(PIPELINE, start=1)]
     assert sorted(os.listdir(folder)) == want
     assert (folder / want[-1]).read_text() == str(out)
@@ -81,7 +82,7 @@ def test_optimize_leaves_the_users_tensors_alone():
     x = ag.Tensor([3], name="x")
     w = ag.constant(np.ones(3, np.float32), name="w")
     y = ops.relu(x * w)
-    g = optimize({"y": y}, CompileOptions(verify=True))
+    g = optimize({"y": y}, compile_options(verify=True))
     assert [op.kind.value for op in g.ops] == ["relu"]
     assert y.producer.kind.value == "relu" and y.producer.inputs[0].producer.kind.value == "mul"
     assert [u.kind.value for u in x.users] == ["mul"]

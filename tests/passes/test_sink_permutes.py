@@ -10,8 +10,8 @@ from hypothesis import HealthCheck, given, settings
 
 import aitgen as ag
 from aitgen import ops
+from aitgen.compiler import compile_options
 from aitgen.ir import Graph, OpKind, Tensor
-from aitgen.options import CompileOptions
 from aitgen.passes import PIPELINE, run_pipeline
 from aitgen.passes.sink_permutes import sink_permutes
 from pass_equivalence import check_pass
@@ -76,7 +76,7 @@ def test_permute_of_size_one_dims_is_a_reshape():
 def test_zoo_exact():
     for name in ZOO:
         stop = PIPELINE.index(sink_permutes)
-        g = run_pipeline(zoo_graph(name), CompileOptions(), PIPELINE[:stop])
+        g = run_pipeline(zoo_graph(name), compile_options(), PIPELINE[:stop])
         check_pass(sink_permutes, g, exact=True)
 
 

@@ -9,9 +9,9 @@ from hypothesis import HealthCheck, given, settings
 
 import aitgen as ag
 from aitgen import ops
+from aitgen.compiler import compile_options
 from aitgen.ir import Graph, IntVar, OpKind, Tensor
 from aitgen.ir.dims import IntImm
-from aitgen.options import CompileOptions
 from aitgen.passes import PIPELINE, run_pipeline
 from aitgen.passes.sink_reshapes import dim_groups, sink_reshapes
 from pass_equivalence import check_pass
@@ -90,14 +90,14 @@ def test_a_reshape_that_is_also_read_elsewhere_stays_for_that_reader():
 def test_fusion_false_changes_nothing():
     x = Tensor([4, 6], name="x")
     g0 = Graph.from_outputs({"y": ops.exp(ops.reshape(ops.relu(x), [24]))})
-    g = check_pass(sink_reshapes, g0, exact=True, opts=CompileOptions(fusion=False))
+    g = check_pass(sink_reshapes, g0, exact=True, opts=compile_options(fusion=False))
     assert str(g) == str(g0)
 
 
 def test_zoo_unchanged_or_exact():
     for name in ZOO:
         stop = PIPELINE.index(sink_reshapes)
-        g = run_pipeline(zoo_graph(name), CompileOptions(), PIPELINE[:stop])
+        g = run_pipeline(zoo_graph(name), compile_options(), PIPELINE[:stop])
         check_pass(sink_reshapes, g, exact=True)
 
 

@@ -11,11 +11,11 @@ from hypothesis import strategies as st
 
 import aitgen as ag
 from aitgen import ops
+from aitgen.compiler import compile_options
 from aitgen.ir import Graph, IntVar, OpKind, Tensor
-from aitgen.options import CompileOptions
+from aitgen.memory import check_plan, plan_memory
 from aitgen.passes import PIPELINE, fuse_memory_ops, run_pipeline
 from aitgen.passes.fuse_parallel_gemms import fuse_parallel_gemms
-from aitgen.passes.memory_planning import check_plan, plan_memory
 from pass_equivalence import check_pass
 
 RNG = np.random.default_rng(9)
@@ -71,7 +71,7 @@ def test_what_stays_a_copy():
     q = ops.permute(ops.reshape(ops.relu(x), [2, 2, 8]), [1, 0, 2])       # rows that do not fold
     g = fold({"a": ops.linear(q, _c(3, 8))})
     assert kinds(g) == ["relu", "permute", "gemm"]
-    g = fold({"a": ops.exp(t)}, opts=CompileOptions(target="no_such_backend"))  # no kernel reads views
+    g = fold({"a": ops.exp(t)}, opts=compile_options(target="no_such_backend"))  # no kernel reads views
     assert kinds(g) == ["relu", "permute", "exp"]
 
 
@@ -79,7 +79,7 @@ def test_viewed_operands_are_never_overwritten_in_place():
     x = Tensor([8, 8], name="x")
     r = ops.relu(x)                          # an arena tensor [8, 8], read transposed
     y = ops.exp(ops.permute(r, [1, 0]))      # same shape and size as r, and r dies here
-    g = run_pipeline(Graph.from_outputs({"y": ops.linear(y, _c(2, 8))}), CompileOptions())
+    g = run_pipeline(Graph.from_outputs({"y": ops.linear(y, _c(2, 8))}), compile_options())
     plan = plan_memory(g)
     check_plan(g, plan)
     assert any(op.kind is OpKind.FUSED_ELEMENTWISE and op.attrs.operand_views for op in g.ops)
@@ -130,7 +130,7 @@ def _readers(draw):
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(graph=_readers())
 def test_random_chains(graph):
-    g = run_pipeline(graph, CompileOptions(), PIPELINE[:PIPELINE.index(fuse_memory_ops)])
+    g = run_pipeline(graph, compile_options(), PIPELINE[:PIPELINE.index(fuse_memory_ops)])
     out = check_pass(fuse_memory_ops, g, exact=True)
-    plan = plan_memory(run_pipeline(out, CompileOptions(), PIPELINE[PIPELINE.index(fuse_memory_ops) + 1:]))
+    plan = plan_memory(run_pipeline(out, compile_options(), PIPELINE[PIPELINE.index(fuse_memory_ops) + 1:]))
     assert plan.lower_bound_bytes <= plan.arena_bytes

@@ -6,9 +6,9 @@ import pytest
 
 import aitgen as ag
 from aitgen import ops
+from aitgen.compiler import compile_options
 from aitgen.errors import GraphError
 from aitgen.ir import Graph, verify
-from aitgen.options import CompileOptions
 from aitgen.passes import toposort
 from pass_equivalence import check_pass
 
@@ -22,7 +22,7 @@ def _diamond() -> Graph:
 
 
 def test_order_is_deterministic():
-    assert str(toposort(_diamond(), CompileOptions())) == str(toposort(_diamond(), CompileOptions()))
+    assert str(toposort(_diamond(), compile_options())) == str(toposort(_diamond(), compile_options()))
 
 
 def test_restores_a_scrambled_op_list():
@@ -32,7 +32,7 @@ def test_restores_a_scrambled_op_list():
         verify(g)
     out = check_pass(toposort, g.copy(), exact=True)
     verify(out)
-    assert [op.name for op in toposort(g, CompileOptions()).ops] == [op.name for op in _diamond().ops]
+    assert [op.name for op in toposort(g, compile_options()).ops] == [op.name for op in _diamond().ops]
 
 
 def test_cycle_is_reported_with_its_ops():
@@ -42,5 +42,5 @@ def test_cycle_is_reported_with_its_ops():
     first = next(op for op in g.ops if op.name == "a")
     first.replace_input(first.inputs[0], g.outputs["y"])  # a now reads c: a -> b -> c -> a
     with pytest.raises(GraphError, match="cycle") as e:
-        toposort(g, CompileOptions())
+        toposort(g, compile_options())
     assert all(f"'{n}'" in str(e.value) for n in "abc")

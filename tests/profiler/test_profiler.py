@@ -1,5 +1,6 @@
 """aitgen.profiler without a GPU: candidates, the heuristic, M buckets and their dispatch, the sqlite
-cache, and what the runner collects and renders for a graph (compiling it: the cuda_compile tier)."""
+cache, and what the CUDA backend's timing driver (codegen/kernels/cuda/profile.py) collects and
+renders for a graph (compiling it: the cuda_compile tier)."""
 from __future__ import annotations
 
 import dataclasses
@@ -10,15 +11,15 @@ import pytest
 
 import aitgen as ag
 from aitgen import ops
+from aitgen.codegen.kernels.cuda import profile as cuda_profile
+from aitgen.compiler import compile_options
 from aitgen.ir.dims import IntImm, IntVar
 from aitgen.ir.dtype import DType
 from aitgen.ir.graph import Graph
-from aitgen.options import CompileOptions
 from aitgen.passes import PIPELINE, run_pipeline
-from aitgen.passes.memory_planning import memory_planning
 from aitgen.profiler import ProfileCache, ProfileKey, choose_gemm, gemm_candidates
 from aitgen.profiler import candidates as cands
-from aitgen.profiler import runner, select
+from aitgen.profiler import select
 
 KEY = ProfileKey("gemm", "{s2 = relu(s0) -> s2}|row:float16", "float16->float16", "rcr", "m=512,n=768,k=768,l=1",
                  "sm_90a/sm_90a", "4.2.0.0")
@@ -108,8 +109,8 @@ def test_dispatch_merges_buckets_and_prefers_the_cache(tmp_path):
 
 
 def _graph(outs, arch="sm_80"):
-    opts = CompileOptions(target="cuda", arch=arch)
-    return run_pipeline(Graph.from_outputs(outs), opts, list(PIPELINE) + [memory_planning]), opts
+    opts = compile_options(target="cuda", arch=arch)
+    return run_pipeline(Graph.from_outputs(outs), opts, list(PIPELINE)), opts
 
 
 def test_runner_collects_jobs_and_sizes_each_bucket():
@@ -118,9 +119,9 @@ def test_runner_collects_jobs_and_sizes_each_bucket():
     w = ag.constant(np.ones((256, 256), np.float16), name="w")
     y = ops.relu(ops.linear(ops.relu(ops.linear(x, w)), w))  # a chain of two equal kernels: one job
     g, opts = _graph({"y": y})
-    jobs = runner.collect(g, opts)
+    jobs = cuda_profile.collect(g, opts)
     assert len(jobs) == 1 and jobs[0].kind == "gemm"
-    per = runner.render_sources(jobs, None, "sm_80")
+    per = cuda_profile.render_sources(jobs, None, "sm_80")
     sources, entries, job_cands = per["gemm"]
     assert len(sources) == len(gemm_candidates("sm_80", DType.float16)) == len(job_cands[0])
     assert [e.m for e in entries] == [1, 2, 4, 8, 16, 32, 64]
@@ -134,7 +135,7 @@ def test_env_for_reaches_the_bucket_with_several_vars():
     b, s = IntVar("b", 1, 8), IntVar("s", 16, 512)
     m = b * s
     for target in (16, 100, 256, 4096):
-        env = runner.env_for(m, target, [m])
+        env = cuda_profile.env_for(m, target, [m])
         assert target <= m.evaluate(env) < 2 * target  # the bucket's top, not far past it
         assert all(v.lower <= env[v] <= v.upper for v in (b, s))
 

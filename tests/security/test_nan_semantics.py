@@ -297,13 +297,13 @@ def cuda_tools():
 
 def _lower_cuda(outs):
     from aitgen.codegen.lower import lower_graph
+    from aitgen.compiler import compile_options
     from aitgen.ir.graph import Graph
-    from aitgen.options import CompileOptions
+    from aitgen.memory import plan_memory
     from aitgen.passes import PIPELINE, run_pipeline
-    from aitgen.passes.memory_planning import memory_planning
-    opts = CompileOptions(target="cuda", arch="sm_80", allow_tf32=True)
-    graph = run_pipeline(Graph.from_outputs(outs), opts, list(PIPELINE) + [memory_planning])
-    return lower_graph(graph, "cuda", arch="sm_80", opts=opts)
+    opts = compile_options(target="cuda", arch="sm_80", allow_tf32=True)
+    graph = run_pipeline(Graph.from_outputs(outs), opts, list(PIPELINE))
+    return lower_graph(graph, plan_memory(graph, opts.caps), "cuda", arch="sm_80", opts=opts)
 
 
 _FUNCTOR_HARNESS = """
@@ -387,9 +387,9 @@ def test_cuda_own_kernels_emulated_on_the_host(cuda_tools, tmp_path, monkeypatch
     assert any("attention_mma" in c.spec.template for c in built[-1][-1])
     lib = emu.build([c for *_, calls in built for c in calls], tmp_path)
     errors = []
-    for outs, feeds, (rtol, atol), graph, calls in built:
+    for outs, feeds, (rtol, atol), graph, plan, calls in built:
         want = oracle(outs, feeds, (np.isnan, np.isneginf))
-        got = emu.Emulated(graph, calls, lib).run(feeds)
+        got = emu.Emulated(graph, plan, calls, lib).run(feeds)
         errors += [e for k in outs if (e := mismatch(got[k], want[k], k, rtol, atol))]
     assert not errors, "\n".join(errors)
 

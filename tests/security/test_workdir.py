@@ -56,7 +56,7 @@ def test_a_bad_workdir_is_refused_before_any_work(tmp_path, monkeypatch, case):
     def no_work(*a, **k):
         raise AssertionError("the pass pipeline ran before the workdir was checked")
 
-    monkeypatch.setattr(aitgen.compiler, "run_pipeline", no_work)
+    monkeypatch.setattr(aitgen.compiler, "run_passes", no_work)
     workdir = _bad_workdirs(tmp_path)[case]
     with pytest.raises(WorkdirError, match="workdir") as err:
         ag.compile_model(_outputs(), target="cpu", workdir=workdir)

@@ -1,3 +1,3 @@
-"""Lowering functions, one file per op family; importing this package registers them."""
-from . import attention, conv, elementwise, gemm, grouped, memory, norm, pool, reduce  # noqa: F401
-from . import cuda  # noqa: F401,E402 - the CUDA lowerings (kernels/cuda/)
+"""Lowering functions: common/ (what every backend shares) and one package per backend (cpu/,
+cuda/), whose import registers that backend's lowerings. codegen/lower.py BACKENDS names the
+package of each backend and imports only the target's; this package imports nothing itself."""

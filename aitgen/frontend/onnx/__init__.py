@@ -21,15 +21,21 @@ from ...ir.tensor import Tensor
 
 # Importing the converter modules registers them (registry: for converter authors).
 from . import (  # noqa: F401
+    ops_attention,
     ops_control,
+    ops_einsum,
     ops_elementwise,
     ops_index,
+    ops_loss,
     ops_nn,
+    ops_norm,
     ops_reduce,
+    ops_resize,
     ops_shape,
     registry,
 )
-from ._loader import DEFAULT_DIM_BOUND, MIN_OPSET, load_model, onnx_module  # noqa: F401
+from ._loader import DEFAULT_DIM_BOUND, MIN_OPSET, load_model  # noqa: F401
+from ._proto import onnx_module  # noqa: F401
 from .registry import CONVERTERS, NodeContext, onnx_op
 
 __all__ = ["load", "CONVERTERS", "NodeContext", "onnx_op", "supported_ops", "DEFAULT_DIM_BOUND"]

@@ -18,8 +18,9 @@ import numpy as np
 
 from ...errors import AitgenError, ImportError_, InvalidNameError, UnsupportedOpError
 from ...ir.dims import Dim, IntImm, IntVar
-from ...ir.dtype import DType, as_dtype
+from ...ir.dtype import as_dtype
 from ...ir.tensor import Tensor, constant
+from ._proto import elem_dtype, onnx_module
 from ._symbolic import fold_symbolic, normalize_symbolic
 from .registry import Folded, NodeContext, converter_for, min_opset_of
 
@@ -30,25 +31,12 @@ from .registry import Folded, NodeContext, converter_for, min_opset_of
 MIN_OPSET = 1
 DEFAULT_DIM_BOUND = 64
 
-_DTYPES = {"FLOAT": DType.float32, "FLOAT16": DType.float16, "BFLOAT16": DType.bfloat16,
-           "INT8": DType.int8, "INT32": DType.int32, "INT64": DType.int64, "BOOL": DType.bool}
 # Converters that must see their node even when every input is known (nothing to fold: they have
 # effects on shapes or produce random numbers).
 _NO_FOLD = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial",
             "Bernoulli",
             # subgraphs read values of the enclosing graph, so "every input known" says nothing
             "If", "Loop", "Scan"}
-
-
-def onnx_module():
-    """The onnx package, imported on first use: it is an optional dependency."""
-    try:
-        import onnx  # noqa: F401
-        from onnx import numpy_helper  # noqa: F401
-    except ImportError as e:  # pragma: no cover - depends on the environment
-        raise ImportError_("importing ONNX models needs the onnx package: "
-                           "pip install 'aitgen[onnx]' (or pip install onnx)") from e
-    return onnx
 
 
 def read_model(model):
@@ -83,18 +71,6 @@ def read_model(model):
             except Exception as e:
                 raise ImportError_(f"{where}: external weights cannot be read: {e}") from None
     return m
-
-
-def elem_dtype(elem_type: int, what: str) -> DType:
-    onnx = onnx_module()
-    try:
-        name = onnx.TensorProto.DataType.Name(elem_type)
-    except ValueError:
-        raise ImportError_(f"{what}: unknown element type {elem_type}") from None
-    if name not in _DTYPES:
-        raise UnsupportedOpError(f"{what}: element type {name} has no aitgen dtype "
-                                 f"(supported: {', '.join(_DTYPES)})")
-    return _DTYPES[name]
 
 
 class _Missing:

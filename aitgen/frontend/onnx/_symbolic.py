@@ -14,6 +14,7 @@ from typing import Callable, Optional
 import numpy as np
 
 from ...ir.dims import Dim, IntImm
+from ._proto import onnx_module
 from .registry import Folded, NodeContext
 
 
@@ -100,7 +101,6 @@ def _reshape(ctx, x, *_):
 
 def _cast(ctx, x):
     onnx_to = ctx.attr("to")
-    from ._loader import onnx_module
     name = onnx_module().TensorProto.DataType.Name(onnx_to)
     if name not in ("INT64", "INT32"):
         raise _NotFoldable  # a dim as a float is data the graph would have to compute

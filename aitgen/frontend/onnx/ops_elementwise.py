@@ -8,7 +8,7 @@ import numpy as np
 from ... import ops
 from ...ir.dtype import DType
 from ...ir.tensor import Tensor, constant
-from ._loader import elem_dtype
+from ._proto import elem_dtype
 from .registry import NodeContext, onnx_op
 
 # -- one IR op per ONNX op ------------------------------------------------------------------------

@@ -14,7 +14,7 @@ from ... import ops
 from ...ir.dims import Dim
 from ...ir.dtype import DType
 from ...ir.tensor import Tensor, constant
-from ._loader import elem_dtype
+from ._proto import elem_dtype
 from .ops_shape import _norm
 from .registry import NodeContext, onnx_op
 

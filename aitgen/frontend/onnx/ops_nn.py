@@ -7,8 +7,8 @@ permute(permute(y)), which fuse_memory_ops collapses. Constant weights are trans
 (OIHW -> OHWI); a weight computed at run time gets a permute op. 1-D windows run as 2-D ones with a
 height of 1; 3-D windows are refused (UnsupportedOpError).
 
-Norms live in ops_norm.py, Resize in ops_resize.py and reductions in ops_reduce.py; importing this
-module registers them too.
+Norms live in ops_norm.py, Resize in ops_resize.py and reductions in ops_reduce.py; the shared
+helpers at the top of this file serve them too.
 """
 from __future__ import annotations
 
@@ -459,7 +459,3 @@ def _hardmax(ctx: NodeContext):
     idx = ops.argmax(xv, axis, keepdims=True)
     ramp = constant(np.arange(n.value, dtype=np.int64).reshape([-1] + [1] * (xv.ndim - 1 - axis)))
     return back(ops.cast(ops.equal(idx, ramp), x.dtype))
-
-
-# Registers the converters of the other NN families.
-from . import ops_attention, ops_einsum, ops_loss, ops_norm, ops_resize  # noqa: E402,F401

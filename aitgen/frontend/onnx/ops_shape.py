@@ -13,7 +13,7 @@ from ... import ops
 from ...errors import ShapeError
 from ...ir.dims import Dim, IntImm, prod
 from ...ir.tensor import Tensor, constant
-from ._loader import elem_dtype
+from ._proto import elem_dtype
 from .registry import NodeContext, onnx_op
 
 _INT_MAX = 2 ** 62

@@ -87,5 +87,5 @@ def import_module(module, example_args: Sequence[Any], dynamic_shapes=None, *, e
 def supported_ops() -> list[str]:
     """The ATen overloads ("convolution.default", "add.Tensor", ...) that have a converter."""
     _torch()
-    from .registry import supported_ops as _s
-    return _s()
+    from ._importer import CONVERTERS  # importing the importer registers every converter
+    return sorted(CONVERTERS)

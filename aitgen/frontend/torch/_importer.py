@@ -24,31 +24,13 @@ from ...ir.graph import topo_order
 from ...ir.tensor import Tensor, constant
 from ._symbolic import SymbolTable
 from ._value import Layouts, Perm, Value
-from .registry import CONVERTERS, Args, Unavailable, _load, bind, overload_name
-
-_DTYPES = {torch.float32: DType.float32, torch.float16: DType.float16, torch.bfloat16: DType.bfloat16,
-           torch.int8: DType.int8, torch.int32: DType.int32, torch.int64: DType.int64, torch.bool: DType.bool}
-_NP = {torch.float32: np.float32, torch.float16: np.float16, torch.int8: np.int8, torch.int32: np.int32,
-       torch.int64: np.int64, torch.bool: np.bool_}
+from . import ops_elementwise, ops_nn, ops_reduce, ops_tensor  # noqa: F401 - importing them registers
+from ._dtype import ir_dtype, to_numpy
+from .registry import CONVERTERS, Args, Unavailable, bind, overload_name
 
 # Nodes with no result that matters for inference: runtime asserts torch inserts on sizes and metadata.
 _IGNORED = {"_assert_tensor_metadata.default", "_assert_scalar.default", "sym_constrain_range_for_size.default",
             "sym_constrain_range.default", "_assert_async.msg", "_assert_async.default"}
-
-
-def ir_dtype(dt: torch.dtype, what: str) -> DType:
-    try:
-        return _DTYPES[dt]
-    except KeyError:
-        hint = " (convert the model with .float() first)" if dt == torch.float64 else ""
-        raise DTypeError(f"{what}: torch dtype {dt} has no aitgen counterpart{hint}") from None
-
-
-def to_numpy(t: torch.Tensor) -> np.ndarray:
-    t = t.detach().cpu()
-    if t.dtype == torch.bfloat16:  # numpy has no bfloat16: carry the values in float32
-        return t.float().numpy().copy()
-    return t.numpy().copy()
 
 
 class Ctx:
@@ -99,7 +81,6 @@ class Ctx:
 class Importer:
     def __init__(self, ep, dim_bounds: Optional[Mapping[str, tuple[int, int]]], default_dim_bound: int,
                  output_names: Optional[Sequence[str]]):
-        _load()
         self.ep = ep
         self.sym = SymbolTable(ep.range_constraints, dim_bounds, default_dim_bound)
         self.layouts = Layouts()

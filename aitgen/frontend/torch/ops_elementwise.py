@@ -86,7 +86,7 @@ def promoted(cx, *args: str) -> DType:
     """torch's result type of the named arguments (comparisons compute in it, then return bool)."""
     import torch
 
-    from ._importer import ir_dtype
+    from ._dtype import ir_dtype
     vals = [cx.fake(a) for a in args]
     dt = vals[0].dtype if len(vals) == 1 else torch.result_type(*vals)
     return ir_dtype(dt, cx.label)

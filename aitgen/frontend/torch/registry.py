@@ -61,13 +61,3 @@ def bind(target, args: tuple, kwargs: dict) -> Args:
 def overload_name(target) -> str:
     """'add.Tensor' for torch.ops.aten.add.Tensor ('aten::add.Tensor')."""
     return f"{target._opname}.{target._overloadname}"
-
-
-def supported_ops() -> list[str]:
-    """The ATen overloads that have a converter."""
-    _load()
-    return sorted(CONVERTERS)
-
-
-def _load() -> None:
-    from . import ops_elementwise, ops_nn, ops_reduce, ops_tensor  # noqa: F401 - registers

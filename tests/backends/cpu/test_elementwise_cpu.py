@@ -99,7 +99,7 @@ def test_bad_input_leaves_model_usable(tmp_path):
     np.testing.assert_array_equal(model.run({"x": good})["y"], np.maximum(good, 0))
 
 
-# Kinds added for the importers: the std:: spellings in codegen/kernels/elementwise.py against the
+# Kinds added for the importers: the std:: spellings in codegen/kernels/common/expr.py against the
 # oracle, edge values included (NaN, infinities, ties for round, zero divisors for int remainders).
 MATH_UNARY = ["sin", "cos", "atan", "sinh", "cosh", "asinh", "expm1", "floor", "ceil", "round", "sign"]
 MATH_UNIT = ["tan", "asin", "acos", "atanh", "log1p"]  # fed values in (-0.95, 0.95)

@@ -12,6 +12,7 @@ import pytest
 
 import aitgen as ag
 from aitgen import ops
+from aitgen.compiler import compile_options
 from aitgen.ir import OpKind
 
 sys.path.insert(0, os.path.dirname(__file__))
@@ -30,7 +31,7 @@ def build(outs, tmp_path):
 
 
 def grouped_kinds(outs) -> list[tuple[str, int]]:
-    g = ag.passes.optimize(outs)
+    g = ag.passes.optimize(outs, compile_options("cpu"))
     return sorted((op.attrs.kind.value, len(op.attrs.members)) for op in g.ops if op.kind is OpKind.GROUPED)
 
 

@@ -13,6 +13,7 @@ import pytest
 
 import aitgen as ag
 from aitgen import ops
+from aitgen.compiler import compile_options
 from aitgen.ir import OpKind
 
 sys.path.insert(0, os.path.dirname(__file__))
@@ -23,7 +24,7 @@ const, rand = _data.const, _data.rand
 
 
 def viewed(outs) -> int:
-    g = ag.passes.optimize(outs)
+    g = ag.passes.optimize(outs, compile_options("cpu"))
     ops_ = [m for op in g.ops for m in (ag.ops.grouped.member_ops(op) if op.kind is OpKind.GROUPED else [op])]
     return sum(1 for op in ops_ if getattr(op.attrs, "operand_views", None))
 

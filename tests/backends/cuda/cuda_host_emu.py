@@ -19,11 +19,11 @@ from aitgen import _paths
 from aitgen.codegen import locate
 from aitgen.codegen.lower import OutputRef, lower_graph
 from aitgen.codegen.render import render
+from aitgen.compiler import compile_options
 from aitgen.ir.dims import IntVar, as_dim
 from aitgen.ir.graph import Graph
-from aitgen.options import CompileOptions
+from aitgen.memory import MemoryPlan, plan_memory
 from aitgen.passes import PIPELINE, run_pipeline
-from aitgen.passes.memory_planning import memory_planning
 
 HERE = Path(__file__).parent
 
@@ -86,10 +86,11 @@ def rewrite_launches(src: str) -> str:
     return "".join(out) + src[i:]
 
 
-def lower(outs, arch: str = "sm_80") -> tuple[Graph, list]:
-    opts = CompileOptions(target="cuda", arch=arch)
-    graph = run_pipeline(Graph.from_outputs(outs), opts, list(PIPELINE) + [memory_planning])
-    return graph, lower_graph(graph, "cuda", arch=arch, opts=opts)
+def lower(outs, arch: str = "sm_80") -> tuple[Graph, MemoryPlan, list]:
+    opts = compile_options(target="cuda", arch=arch)
+    graph = run_pipeline(Graph.from_outputs(outs), opts, list(PIPELINE))
+    plan = plan_memory(graph, opts.caps)
+    return graph, plan, lower_graph(graph, plan, "cuda", arch=arch, opts=opts)
 
 
 def _is_byte_copy(spec) -> bool:
@@ -136,11 +137,11 @@ def _buffer(nbytes: int, align: int = 256) -> np.ndarray:
 class Emulated:
     """One graph's run sequence over a library from build()."""
 
-    def __init__(self, graph: Graph, calls: list, lib: ctypes.CDLL):
-        self.graph, self.calls, self.lib = graph, calls, lib
+    def __init__(self, graph: Graph, plan: MemoryPlan, calls: list, lib: ctypes.CDLL):
+        self.graph, self.plan, self.calls, self.lib = graph, plan, calls, lib
 
     def run(self, feeds: dict) -> dict:
-        g, plan = self.graph, self.graph.annotations["memory_plan"]
+        g, plan = self.graph, self.plan
         renamed = g.annotations.get("renamed", {})
         env, inputs, consts = {}, {}, {}
         for t in g.inputs:

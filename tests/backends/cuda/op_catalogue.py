@@ -16,6 +16,7 @@ import numpy as np
 
 import aitgen as ag
 from aitgen import ops
+from aitgen.compiler import compile_options
 from aitgen.ir.op import OpKind
 
 Built = tuple[dict, dict]          # (outputs name -> Tensor, feeds name -> array)
@@ -255,7 +256,7 @@ CASES: list[Case] = (
 def kinds_in(outputs: dict, fusion: bool) -> set[OpKind]:
     """The op kinds a build of `outputs` lowers (after the pipeline), reshapes aside."""
     # target cuda: group_ops forms only the groups the CUDA backend renders
-    g = ag.passes.run_pipeline(ag.Graph.from_outputs(outputs), ag.CompileOptions(target="cuda", fusion=fusion))
+    g = ag.passes.run_pipeline(ag.Graph.from_outputs(outputs), compile_options(target="cuda", fusion=fusion))
     return {op.kind for op in g.ops} - {OpKind.RESHAPE}
 
 

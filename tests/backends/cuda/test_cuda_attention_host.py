@@ -97,12 +97,12 @@ def test_attention_kernels_run_on_the_host(attention_emu, tmp_path):
     for n, s in (("q", 9), ("k", 33), ("v", 33)):  # head dim 24 at run time
         c.feeds[f"bf16_dyn_d_{n}"] = c.rng.standard_normal((1, 2, s, 24)).astype(ag.DType["bfloat16"].np)
 
-    graph, calls = attention_emu.lower(c.outs)
+    graph, plan, calls = attention_emu.lower(c.outs)
     kinds = [cl.spec.template.rsplit("/", 1)[-1] for cl in calls]
     assert kinds.count("attention_mma.cu.j2") == 6 and kinds.count("attention_simt.cu.j2") == 3, kinds
     warps = [cl.spec.param_dict()["warps"] for cl in calls if "mma" in cl.spec.template]
     assert warps.count(4) == 1  # f16_dyn_seq; the static ones are small: one-warp tiles
-    model = attention_emu.Emulated(graph, calls, attention_emu.build(calls, tmp_path))
+    model = attention_emu.Emulated(graph, plan, calls, attention_emu.build(calls, tmp_path))
     for s in (77, 16, 1):
         for n in ("q", "k", "v"):
             c.feeds[f"f16_dyn_seq_{n}"] = c.rng.standard_normal((2, 1, s, 64)).astype(np.float16)

@@ -17,10 +17,9 @@ from aitgen.codegen import locate
 from aitgen.codegen.backend import load_backend
 from aitgen.codegen.lower import LowerContext, lower_graph, lowering
 from aitgen.codegen.spec import KernelCall, KernelSpec
+from aitgen.compiler import compile_options
 from aitgen.errors import BuildError
-from aitgen.options import CompileOptions
-from aitgen.passes import run_pipeline
-from aitgen.passes.memory_planning import memory_planning
+from aitgen.memory import plan_memory
 from cuda_helpers import copies
 
 GENCODE = {"sm_80": "-gencode=arch=compute_80,code=sm_80", "sm_90a": "-gencode=arch=compute_90a,code=sm_90a"}
@@ -67,9 +66,9 @@ def test_lowerings_see_arch_and_options():
         return [KernelCall(KernelSpec.make("cuda/templates/copy.cu.j2"), [op.outputs[0], op.inputs[0]], [4], "relu")]
 
     x = ag.Tensor([4], name="x")
-    opts = CompileOptions(target="cuda", allow_tf32=True)
-    g = run_pipeline(ag.Graph.from_outputs({"y": ops.relu(x)}), opts, [memory_planning])
-    lower_graph(g, "cuda_arch_probe", arch="sm_90a", opts=opts)
+    opts = compile_options(target="cuda", allow_tf32=True)
+    g = ag.Graph.from_outputs({"y": ops.relu(x)})
+    lower_graph(g, plan_memory(g), "cuda_arch_probe", arch="sm_90a", opts=opts)
     assert seen == [("sm_90a", True, "cuda_arch_probe/templates/x.cu.j2")]
 
 

@@ -20,22 +20,23 @@ import aitgen as ag
 from aitgen import ops
 from aitgen.codegen.backend import load_backend
 from aitgen.codegen.kernels.cuda import gemm as gemm_k
+from aitgen.codegen.kernels.cuda.configs import cutlass_version
 from aitgen.codegen.lower import lower_graph
 from aitgen.codegen.render import render
+from aitgen.compiler import compile_options
 from aitgen.errors import UnsupportedOpError
 from aitgen.ir.dims import as_dim
 from aitgen.ir.graph import Graph
 from aitgen.ir.op import OpKind
-from aitgen.options import CompileOptions
+from aitgen.memory import plan_memory
 from aitgen.passes import PIPELINE, run_pipeline
-from aitgen.passes.memory_planning import memory_planning
 from aitgen.profiler import select
 
 
 def lower(outs, arch="sm_80", **kw):
-    opts = CompileOptions(target="cuda", arch=arch, **kw)
-    g = run_pipeline(Graph.from_outputs(outs), opts, list(PIPELINE) + [memory_planning])
-    return g, lower_graph(g, "cuda", arch=arch, opts=opts)
+    opts = compile_options(target="cuda", arch=arch, **kw)
+    g = run_pipeline(Graph.from_outputs(outs), opts, list(PIPELINE))
+    return g, lower_graph(g, plan_memory(g, opts.caps), "cuda", arch=arch, opts=opts)
 
 
 def source(call) -> str:
@@ -224,7 +225,7 @@ def _heuristic_call(outs, arch):
     g, _ = lower(outs, arch)
     op = next(o for o in g.ops if o.kind is OpKind.GEMM)
     kern = gemm_k.gemm_kernel(gemm_k.gemm_problem(op), arch, False)
-    params = dict(kern.params, configs=select.dispatch(kern.problem, arch, None, select.cutlass_version()),
+    params = dict(kern.params, configs=select.dispatch(kern.problem, arch, None, cutlass_version()),
                   profiler=False)
     from aitgen.codegen.spec import KernelSpec
     return KernelSpec.make(f"cuda/templates/{kern.template}", **params)
@@ -282,10 +283,10 @@ def test_bmm_conv_grouped_and_fallbacks_compile(cuda_toolchain, tmp_path):
 def test_profiler_binary_builds(cuda_toolchain, tmp_path):
     import dataclasses
 
-    from aitgen.profiler import runner
+    from aitgen.codegen.kernels.cuda import profile as cuda_profile
     g, _ = lower(bert_ffn(m=ag.IntVar("tokens", 1, 16)), "sm_80")
-    (job,) = runner.collect(g, CompileOptions(target="cuda", arch="sm_80"))
+    (job,) = cuda_profile.collect(g, compile_options(target="cuda", arch="sm_80"))
     job.problem = dataclasses.replace(job.problem, candidates=job.problem.candidates[-2:-1])  # one: keep it short
-    (kind, (sources, entries, _)), = runner.render_sources([job], None, "sm_80").items()
-    binary = runner.build_binary(kind, sources, entries, tmp_path, "sm_80", jobs=1)
+    (kind, (sources, entries, _)), = cuda_profile.render_sources([job], None, "sm_80").items()
+    binary = cuda_profile.build_binary(kind, sources, entries, tmp_path, "sm_80", jobs=1)
     assert binary.exists() and [e.m for e in entries] == [1, 2, 4, 8, 16]

@@ -37,24 +37,24 @@ import aitgen as ag
 from aitgen import ops
 from aitgen.codegen.backend import load_backend
 from aitgen.codegen.cexpr import COMPUTE, STORAGE, load, store
-from aitgen.codegen.kernels import elementwise as cpu_ew
+from aitgen.codegen.kernels.common import expr as common_expr
 from aitgen.codegen.kernels.cuda import elementwise as cuda_ew
 from aitgen.codegen.kernels.cuda import norm as cuda_norm
 from aitgen.codegen.lower import _LOWERINGS, LowerContext, lower_graph, supported_kinds
 from aitgen.codegen.render import render
+from aitgen.compiler import compile_options
 from aitgen.errors import DTypeError, ShapeError
 from aitgen.ir.dtype import DType
 from aitgen.ir.graph import Graph
 from aitgen.ir.op import OpKind
+from aitgen.memory import plan_memory
 from aitgen.ops import elementwise as ew_ops
 from aitgen.ops.elementwise import CastAttrs, ClampAttrs, GeluAttrs
 from aitgen.ops.fused import Expr, ExprNode
 from aitgen.ops.registry import Category, get_opdef, make_op, registered_kinds
-from aitgen.options import CompileOptions
 from aitgen.passes import PIPELINE, run_pipeline
-from aitgen.passes.memory_planning import memory_planning
 
-OWN = ("elementwise", "gather", "memory", "norm", "pool", "reduce", "softmax")
+OWN = ("elementwise", "gather", "view", "norm", "pool", "reduce", "scan", "softmax")
 FLOATS = ("float32", "float16", "bfloat16")
 
 
@@ -62,9 +62,9 @@ FLOATS = ("float32", "float16", "bfloat16")
 
 def lower_cuda(outs, arch="sm_80"):
     """The CUDA run sequence of `outs` after the whole pipeline (fusion included)."""
-    opts = CompileOptions(target="cuda", arch=arch)
-    graph = run_pipeline(Graph.from_outputs(outs), opts, list(PIPELINE) + [memory_planning])
-    return lower_graph(graph, "cuda", arch=arch, opts=opts)
+    opts = compile_options(target="cuda", arch=arch)
+    graph = run_pipeline(Graph.from_outputs(outs), opts, list(PIPELINE))
+    return lower_graph(graph, plan_memory(graph, opts.caps), "cuda", arch=arch, opts=opts)
 
 
 def own_sources(calls) -> dict[str, str]:
@@ -293,7 +293,7 @@ def test_every_elementwise_kind_compiles_for_the_device(cuda_toolchain, tmp_path
         for dt in dts:
             kinds[dt], s = _kind_sources(dt)
             srcs.update(s)
-    everything = set(cpu_ew._EXPR) | {OpKind.GELU, OpKind.CLAMP, OpKind.DIV}
+    everything = set(common_expr._EXPR) | {OpKind.GELU, OpKind.CLAMP, OpKind.DIV}
     assert everything <= set().union(*kinds.values()), everything - set().union(*kinds.values())
     nvcc(srcs, tmp_path, name="kinds")
 
@@ -374,7 +374,7 @@ def test_host_functors_of_every_kind_match_the_oracle(cuda_toolchain, tmp_path):
                         (len(op.inputs),))
             in_dtypes = [i.dtype for i in op.inputs]
             i = len(cases)
-            cpp = cpu_ew.expr_cpp(expr, in_dtypes, prefix=f"k{i}_", qualifier="AIT_HD")
+            cpp = common_expr.expr_cpp(expr, in_dtypes, prefix=f"k{i}_", qualifier="AIT_HD")
             loads = "\n".join(f"    const {COMPUTE[d]} s{j} = {load(d, f'static_cast<const {STORAGE[d]}*>(in[{j}])', 'e')};"
                               for j, d in enumerate(in_dtypes))
             body = "\n".join("    " + s for s in cpp["statements"])
@@ -445,8 +445,8 @@ def test_kernels_emulated_on_the_host(cuda_toolchain, tmp_path, dts):
             cases, envs, rtol_of = case(dt)
             built.append((dt, cases, envs, rtol_of, *emu.lower(cases.outs)))
     lib = emu.build([c for *_, calls in built for c in calls], tmp_path)
-    for dt, cases, envs, rtol_of, graph, calls in built:
-        gpu.compare(cases, dt, emu.Emulated(graph, calls, lib).run, envs, rtol_of)
+    for dt, cases, envs, rtol_of, graph, plan, calls in built:
+        gpu.compare(cases, dt, emu.Emulated(graph, plan, calls, lib).run, envs, rtol_of)
 
 
 def test_emulated_gather_reports_a_bad_index(cuda_toolchain, tmp_path):
@@ -454,8 +454,8 @@ def test_emulated_gather_reports_a_bad_index(cuda_toolchain, tmp_path):
     import cuda_host_emu as emu
     emb = ag.Tensor([10, 8], dtype="float16", name="emb")
     idx = ag.Tensor([4], dtype="int64", name="idx")
-    graph, calls = emu.lower({"y": ops.gather(emb, idx, axis=0, name="lookup")})
-    model = emu.Emulated(graph, calls, emu.build(calls, tmp_path))
+    graph, plan, calls = emu.lower({"y": ops.gather(emb, idx, axis=0, name="lookup")})
+    model = emu.Emulated(graph, plan, calls, emu.build(calls, tmp_path))
     e = np.arange(80, dtype=np.float16).reshape(10, 8)
     with pytest.raises(IndexError, match=r"gather 'lookup': index 10 \(at flat position 2\) is out of range for size 10"):
         model.run({"emb": e, "idx": np.array([0, 3, 10, 1], np.int64)})

@@ -121,34 +121,35 @@ def test_float32_simt_and_tf32(tf32, gpu_arch, tmp_path):
 
 def test_profiler_stores_winners_that_the_build_uses(gpu_arch, tmp_path, monkeypatch):
     from aitgen.codegen.kernels.cuda import gemm as gemm_k
+    from aitgen.codegen.kernels.cuda import configs as cuda_configs
+    from aitgen.codegen.kernels.cuda import profile as cuda_profile
+    from aitgen.compiler import compile_options
     from aitgen.ir.graph import Graph
-    from aitgen.options import CompileOptions
     from aitgen.passes import PIPELINE, run_pipeline
-    from aitgen.passes.memory_planning import memory_planning
-    from aitgen.profiler import ProfileCache, runner, select
+    from aitgen.profiler import ProfileCache, select
 
     rng = np.random.default_rng(2)
     x = ag.Tensor([256, 512], dtype="float16", name="x")
     outs = {"y": ops.relu(ops.linear(x, _const(rng, (512, 512), "float16", 0.05)))}
-    opts = CompileOptions(target="cuda", arch=gpu_arch)
-    g = run_pipeline(Graph.from_outputs(outs), opts, list(PIPELINE) + [memory_planning])
-    (job,) = runner.collect(g, opts)
+    opts = compile_options(target="cuda", arch=gpu_arch)
+    g = run_pipeline(Graph.from_outputs(outs), opts, list(PIPELINE))
+    (job,) = cuda_profile.collect(g, opts)
     job.problem = dataclasses.replace(job.problem, candidates=job.problem.candidates[:3])  # keep the build short
     cache = ProfileCache(tmp_path / "profile.sqlite")
-    (kind, (sources, entries, _)), = runner.render_sources([job], cache, gpu_arch).items()
-    binary = runner.build_binary(kind, sources, entries, tmp_path / "prof", gpu_arch)
+    (kind, (sources, entries, _)), = cuda_profile.render_sources([job], cache, gpu_arch).items()
+    binary = cuda_profile.build_binary(kind, sources, entries, tmp_path / "prof", gpu_arch)
     r = subprocess.run([str(binary)], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
     (row,) = [json.loads(line) for line in r.stdout.splitlines()]
     times = row["times_ms"]
     assert len(times) == 3 and all(t is None or t > 0 for t in times) and any(t is not None for t in times)
     best = job.problem.candidates[min((i for i, t in enumerate(times) if t is not None), key=lambda i: times[i])]
-    cache.put(job.problem.key(256, gpu_arch, select.cutlass_version()), best.as_params(), 1.0)
+    cache.put(job.problem.key(256, gpu_arch, cuda_configs.cutlass_version()), best.as_params(), 1.0)
     # The lowering reads the winner from the cache the build uses.
-    monkeypatch.setattr(select, "default_cache", lambda: cache)
+    monkeypatch.setattr(cuda_configs, "default_cache", lambda: cache)
     op = next(o for o in g.ops if o.kind is ag.OpKind.GEMM)
     kern = gemm_k.gemm_kernel(gemm_k.gemm_problem(op), gpu_arch, False)
-    assert [c["name"] for c in select.dispatch(kern.problem, gpu_arch, cache, select.cutlass_version())] == [best.name]
+    assert [c["name"] for c in select.dispatch(kern.problem, gpu_arch, cache, cuda_configs.cutlass_version())] == [best.name]
     model = ag.compile_model(outs, target="cuda", arch=gpu_arch, workdir=tmp_path / "model")
     try:
         f = {"x": rng.uniform(-1, 1, (256, 512)).astype(np.float16)}

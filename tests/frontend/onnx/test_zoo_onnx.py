@@ -112,10 +112,10 @@ def test_zoo_export_small_equals_onnxruntime(tmp_path, name):
     outs = _check(name, SMALL[name], tmp_path)
     if name in ("resnet50", "mobilenet_v2"):
         # NCHW <-> NHWC at the edges only: after the passes no permute sits between two convs.
+        from aitgen.compiler import compile_options
         from aitgen.ir.graph import Graph
-        from aitgen.options import CompileOptions
         from aitgen.passes import PIPELINE, run_pipeline
-        g = run_pipeline(Graph.from_outputs(outs), CompileOptions(target="cpu"), list(PIPELINE))
+        g = run_pipeline(Graph.from_outputs(outs), compile_options(target="cpu"), list(PIPELINE))
         permutes = [op for op in g.ops if op.kind is OpKind.PERMUTE]
         convs = [op for op in g.ops if op.kind is OpKind.CONV2D]
         assert convs and len(permutes) <= 1, [op.name for op in permutes]

@@ -12,6 +12,7 @@ pytest.importorskip("torch.export")
 
 import aitgen as ag  # noqa: E402
 from aitgen import models  # noqa: E402
+from aitgen.compiler import compile_options  # noqa: E402
 from aitgen.frontend.torch import import_module  # noqa: E402
 from aitgen.models import torch_refs  # noqa: E402
 
@@ -82,7 +83,7 @@ def same_ops_as_native(name: str, outputs: dict, cfg: dict, batch: int) -> None:
     torch's decomposition is recognised as attention; Linear layers are gemms with a fused bias.
     Only reshapes (views: no kernel, no copy) may differ in number."""
     _, native = models.get(name, batch=batch, **cfg)
-    got, want = ag.passes.optimize(outputs).op_counts(), ag.passes.optimize(native).op_counts()
+    got, want = ag.passes.optimize(outputs, compile_options("cpu")).op_counts(), ag.passes.optimize(native, compile_options("cpu")).op_counts()
     got.pop("reshape", None), want.pop("reshape", None)
     if ARGS[name] == ("x",):
         want["permute"] = want.get("permute", 0) + 1  # NCHW -> NHWC at the input

@@ -23,7 +23,7 @@ from ....ir.op import Op, OpKind
 from ...cexpr import STORAGE
 from ...lower import LowerContext, lowering
 from ...spec import KernelCall, KernelSpec
-from ..attention import AttentionArgs, attention_args
+from ..common.attention import AttentionArgs, attention_args
 
 MMA_HEAD_DIMS = (64, 128)   # the swizzled tiles need a multiple of 64; 128 still fits the registers
 MMA_DTYPES = (DType.float16, DType.bfloat16)

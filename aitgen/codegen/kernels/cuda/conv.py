@@ -24,6 +24,7 @@ from ...cexpr import STORAGE
 from ...lower import LowerContext, lowering
 from ...spec import KernelCall, KernelSpec
 from . import epilogue as evt
+from .configs import configs
 from .gemm import apply_calls, dense_result
 
 
@@ -82,7 +83,7 @@ def lower_conv(op: Op, ctx: LowerContext) -> list[KernelCall]:
     if problem is None:
         spec = KernelSpec.make(ctx.template(template), **params)
         return [KernelCall(spec, [out, own[0], own[1]] + list(own[2:]) + list(extras), dims, name)]
-    params["configs"] = select.dispatch(problem, arch, select.default_cache(), select.cutlass_version())
+    params["configs"] = configs(problem, arch)
     params["profiler"] = False
     spec = KernelSpec.make(ctx.template(template), **params)
     ptrs = [out, own[0], own[1]] + [ld.tensor for ld in plan.loads]

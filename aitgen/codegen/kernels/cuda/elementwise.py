@@ -17,11 +17,13 @@ from ....errors import UnsupportedOpError
 from ....ir.dims import Dim, prod
 from ....ir.dtype import DType
 from ....ir.op import Op, OpKind
+from ....ops.fused import single_op_expr
 from ....ops.registry import Category, get_opdef, registered_kinds
 from ...cexpr import COMPUTE, STORAGE, load, store
 from ...lower import LowerContext, lowering
 from ...spec import KernelCall, KernelSpec
-from ..elementwise import access_plan, expr_cpp, single_op_expr
+from ..common.access import access_plan
+from ..common.expr import expr_cpp
 
 THREADS = 256        # threads per block of the grid-stride kernels
 BLOCKS_PER_SM = 8    # grid size cap: 8 x 256 threads fill an SM (2048 threads on sm_80/sm_90)
@@ -69,7 +71,7 @@ def _pair(expr, in_dtypes, out_dtypes) -> Optional[dict]:
 
 def lower_expr_cuda(expr, outs, ins, ctx: LowerContext, label: str) -> list[KernelCall]:
     """One kernel evaluating `expr` over `ins` into `outs` (all of the outputs' shape)."""
-    # Writes at a concat's strides (memory_planning) come only to lowerings that declare the
+    # Writes at a concat's strides (the memory plan) come only to lowerings that declare the
     # "strided_output" feature; these write dense results.
     if any(o in getattr(ctx.plan, "strided_writes", {}) for o in outs):
         raise UnsupportedOpError(f"{label}: the memory plan asks for a strided result, which the CUDA "
@@ -129,7 +131,7 @@ def lower_elementwise(op: Op, ctx: LowerContext) -> list[KernelCall]:
 @lowering("cuda", OpKind.FUSED_ELEMENTWISE)
 def lower_fused_elementwise(op: Op, ctx: LowerContext) -> list[KernelCall]:
     # Operand views (strided windows of other tensors) are a form only backends that declare the
-    # "operand_views" feature get (lower.supports); this one does not, so none should arrive.
+    # "operand_views" feature get (Capabilities.operand_views); this one does not, so none should arrive.
     if getattr(op.attrs, "operand_views", None):
         raise UnsupportedOpError(f"fused element-wise op '{op.name}' reads operand views, which the CUDA kernel "
                                  "does not render")

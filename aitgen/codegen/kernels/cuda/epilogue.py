@@ -28,7 +28,8 @@ from ....ir.dtype import DType
 from ....ir.op import Op
 from ....ir.tensor import Tensor
 from ...cexpr import STORAGE
-from ..elementwise import broadcast_strides, expr_cpp
+from ..common.access import broadcast_strides
+from ..common.expr import expr_cpp
 
 CUTLASS_TYPE = {DType.float16: "cutlass::half_t", DType.bfloat16: "cutlass::bfloat16_t", DType.float32: "float"}
 

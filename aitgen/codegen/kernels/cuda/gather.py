@@ -1,5 +1,5 @@
-"""CUDA gather (np.take along an axis; embeddings): the CPU lowering's geometry
-(codegen/kernels/memory.py lower_gather: d = [outer, n, m, inner]) with a CUDA kernel
+"""CUDA gather (np.take along an axis; embeddings): every backend's geometry
+(codegen/kernels/common/copy.py gather_calls: d = [outer, n, m, inner]) with a CUDA kernel
 (backends/cuda/templates/gather.cu.j2) that moves rows of `inner` elements in the widest unit of
 16, 8 or 4 bytes that the row length and pointers allow.
 
@@ -13,12 +13,12 @@ AIT_BAD_INPUT (RuntimeInputError in Python). The outputs of such a run are not d
 from __future__ import annotations
 
 from ....ir.dims import Dim
-from ....ir.op import OpKind
+from ....ir.op import Op, OpKind
 from ...lower import LowerContext, lowering
-from ...spec import KernelSpec
-from .. import memory as cpu_memory
+from ...spec import KernelCall, KernelSpec
+from ..common import copy
 from .elementwise import BLOCKS_PER_SM, PACK_BYTES, THREADS, index_types
-from .memory import UNIT_T
+from .view import UNIT_T
 
 
 def _gather(ctx: LowerContext, item: int, numel: Dim, *, elem: str, index_t: str, axis: int, label: str) -> KernelSpec:
@@ -28,5 +28,6 @@ def _gather(ctx: LowerContext, item: int, numel: Dim, *, elem: str, index_t: str
                            per_sm=BLOCKS_PER_SM)
 
 
-cpu_memory.COPY_KERNELS[("cuda", "gather")] = _gather
-lowering("cuda", OpKind.GATHER)(cpu_memory.lower_gather)
+@lowering("cuda", OpKind.GATHER)
+def lower_gather(op: Op, ctx: LowerContext) -> list[KernelCall]:
+    return copy.gather_calls(op, ctx, _gather)

@@ -31,6 +31,7 @@ from ...cexpr import STORAGE
 from ...lower import LowerContext, lowering
 from ...spec import KernelCall, KernelSpec
 from . import epilogue as evt
+from .configs import configs
 
 
 @dataclasses.dataclass(frozen=True)
@@ -200,7 +201,7 @@ def _signature(op: Op, plan: evt.EpiloguePlan) -> str:
 
 
 def dense_result(ctx: LowerContext, op: Op, out: Tensor) -> None:
-    """A result written at strides (a slice of a concat, memory_planning) needs the
+    """A result written at strides (a slice of a concat, the memory plan) needs the
     "strided_output" feature, which these lowerings do not declare: refuse rather than write densely."""
     if getattr(ctx.plan, "strided_writes", {}).get(out) is not None:
         raise UnsupportedOpError(f"{op.kind.value} '{op.name}': a result written at strides has no CUDA GEMM kernel")
@@ -213,7 +214,7 @@ def gemm_call(ctx: LowerContext, g: GemmProblem) -> list[KernelCall]:
     kern = gemm_kernel(g, arch, allow_tf32)
     params = dict(kern.params)
     if kern.problem is not None:
-        params["configs"] = select.dispatch(kern.problem, arch, select.default_cache(), select.cutlass_version())
+        params["configs"] = configs(kern.problem, arch)
         params["profiler"] = False
     spec = KernelSpec.make(ctx.template(kern.template), **params)
     name = g.op.name or g.op.kind.value
@@ -301,8 +302,7 @@ def lower_grouped_gemm(op: Op, members: list[Op], ctx: LowerContext) -> list[Ker
     if found is None:
         return [c for g in problems for c in gemm_call(ctx, g)]
     params, ptrs, dims = found
-    params["configs"] = select.dispatch(grouped_problem(problems, params), arch, select.default_cache(),
-                                        select.cutlass_version())
+    params["configs"] = configs(grouped_problem(problems, params), arch)
     params["profiler"] = False
     spec = KernelSpec.make(ctx.template("gemm_grouped.cu.j2"), **params)
     return [KernelCall(spec, ptrs, dims, op.name or "grouped")]

@@ -2,7 +2,7 @@
 
 The member lowerings live with their families (a grouped GEMM: gemm.py, one launch over every
 member's tiles). The features declared here are the member kinds group_ops may form for CUDA
-(lower.supports); a family that renders groups adds its entry to _MEMBER_LOWERINGS.
+(Capabilities.grouped); a family that renders groups adds its entry to _MEMBER_LOWERINGS.
 """
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ _MEMBER_LOWERINGS = {
 }
 
 
-@lowering("cuda", OpKind.GROUPED, features=tuple(k.value for k in _MEMBER_LOWERINGS))
+@lowering("cuda", OpKind.GROUPED, grouped=tuple(_MEMBER_LOWERINGS))
 def lower_grouped(op: Op, ctx: LowerContext) -> list[KernelCall]:
     fn = _MEMBER_LOWERINGS.get(op.attrs.kind)
     if fn is None:

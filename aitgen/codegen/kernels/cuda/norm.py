@@ -1,8 +1,8 @@
 """CUDA norms -> one kernel each: layernorm / rmsnorm over rows with their prologue (residual add
 and the like, evaluated as the row is read) in backends/cuda/templates/norm_rows.cu.j2, batchnorm
 (norm_batch.cu.j2), groupnorm (norm_group.cu.j2). The views and dims are the CPU lowering's
-(codegen/kernels/norm.py): [rows, n] for row norms, [rows, C] for batchnorm, [N, S, C] for
-groupnorm, and the prologue's params and dims come from its prologue_params.
+(codegen/kernels/cpu/norm.py): [rows, n] for row norms, [rows, C] for batchnorm, [N, S, C] for
+groupnorm, and the prologue's params and dims come from common/prologue.py prologue_params.
 
 Row kernels keep a row in registers between its statistics and its output, so memory is read
 once: a warp per row up to WARP_ROW_MAX elements, a block of ROW_BLOCK threads up to
@@ -21,7 +21,8 @@ from ....ops.prologue import split_prologue
 from ...cexpr import COMPUTE, STORAGE, load
 from ...lower import LowerContext, lowering
 from ...spec import KernelCall, KernelSpec
-from ..norm import c_float, prologue_params
+from ..common.expr import c_float
+from ..common.prologue import prologue_params
 from .elementwise import BLOCKS_PER_SM, THREADS, pack_elems, static_multiple
 from .reduce import BLOCK_PER_SM, ROW_BLOCK, WARP_ROW_MAX, warp_lanes
 

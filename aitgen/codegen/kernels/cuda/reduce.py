@@ -1,28 +1,26 @@
-"""CUDA reductions (sum, mean, max, min, var, prod; global average pooling), arg-reductions
-(argmax, argmin) and scans (cumsum, cumprod) -> one kernel each (backends/cuda/templates/
-reduce.cu.j2, arg_reduce.cu.j2, scan.cu.j2).
+"""CUDA reductions (sum, mean, max, min, var, prod; global average pooling) and arg-reductions
+(argmax, argmin) -> one kernel each (backends/cuda/templates/reduce.cu.j2, arg_reduce.cu.j2).
 
-The loop shape is the CPU lowering's (codegen/kernels/reduce.py reduce_plan): x as groups of kept
+The loop shape is every backend's (codegen/kernels/common/reduce.py reduce_plan): x as groups of kept
 and reduced dims; "row" when the last group is reduced (each output reduces a contiguous run,
 possibly several), "col" when it is kept (adjacent outputs read adjacent elements). Row outputs
 take one warp each while they have at most WARP_ROW_MAX elements, one block beyond (both kernels
 are built when the size is dynamic and the host code picks by the bound size). Sums accumulate in
 float32 (a tree of partial sums: lanes, then warps), integers in their unsigned type (wrapping as
-the oracle's fixed-width sum does), variance as Welford states. Arg-reductions and scans keep the
-CPU lowering's [outer, n, inner] view: a thread per column walks the axis, or, where the axis is
-the contiguous one, a warp per row (shuffles merge candidates / scan 32-element chunks).
+the oracle's fixed-width sum does), variance as Welford states. Arg-reductions keep the CPU
+lowering's [outer, n, inner] view: a thread per column walks the axis, or, where the axis is the
+contiguous one, a warp per row (shuffles merge candidates).
 """
 from __future__ import annotations
 
-from ....ir.dims import Dim, IntImm, prod
+from ....ir.dims import Dim, prod
 from ....ir.dtype import DType
 from ....ir.op import Op, OpKind
 from ....ir.tensor import Tensor
 from ...cexpr import COMPUTE, STORAGE, load, store
 from ...lower import LowerContext, lowering
 from ...spec import KernelCall, KernelSpec
-from ..reduce import _OPS as REDUCE_OPS
-from ..reduce import reduce_plan
+from ..common.reduce import REDUCE_OPS, reduce_plan
 from .elementwise import BLOCKS_PER_SM, THREADS, pack_elems
 
 WARP_ROW_MAX = 1024   # up to 32 elements per lane: one warp per output
@@ -93,16 +91,4 @@ def lower_arg_reduce(op: Op, ctx: LowerContext) -> list[KernelCall]:
                            last=bool(op.attrs.select_last_index), t=STORAGE[x.dtype], ct=COMPUTE[x.dtype],
                            load_value=load(x.dtype, "(&v)", "0"), threads=THREADS, per_sm=BLOCKS_PER_SM)
     dims = [prod(x.shape[:ax]), x.shape[ax], prod(x.shape[ax + 1:])]
-    return [KernelCall(spec, [out, x], dims, op.name or op.kind.value)]
-
-
-@lowering("cuda", OpKind.CUMSUM, OpKind.CUMPROD)
-def lower_scan(op: Op, ctx: LowerContext) -> list[KernelCall]:
-    x, out = op.inputs[0], op.outputs[0]
-    ax = op.attrs.axis
-    spec = KernelSpec.make(ctx.template("scan.cu.j2"), op="sum" if op.kind is OpKind.CUMSUM else "prod",
-                           exclusive=bool(op.attrs.exclusive), reverse=bool(op.attrs.reverse), t=STORAGE[x.dtype],
-                           ct=COMPUTE[x.dtype], load_value=load(x.dtype, "(&v)", "0"), store=store(out.dtype, "VAL"),
-                           threads=THREADS, per_sm=BLOCKS_PER_SM)
-    dims = [prod(x.shape[:ax]), x.shape[ax] if x.ndim else IntImm(1), prod(x.shape[ax + 1:])]
     return [KernelCall(spec, [out, x], dims, op.name or op.kind.value)]

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <cstring>
 
-// Fused element-wise functors (codegen/kernels/elementwise.py node_expr) call its vectorisable
+// Fused element-wise functors (codegen/kernels/common/expr.py node_expr) call its vectorisable
 // erf/tanh/exp, and any kernel may render one (GEMM/conv epilogues too).
 #include "aitgen/cpu_vmath.h"
 

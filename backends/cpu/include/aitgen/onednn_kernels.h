@@ -13,7 +13,7 @@ namespace onednn {
 // The tensors' storage type, as the C API codes it (cexpr.CODE).
 enum class Storage : int { f32 = 0, f16 = 1, bf16 = 2 };
 
-// A fused epilogue (aitgen/codegen/kernels/epilogue.py). Post-ops, when the expression has their
+// A fused epilogue (aitgen/codegen/kernels/cpu/epilogue.py). Post-ops, when the expression has their
 // form: eltwise ones (src1 < 0) with oneDNN's alpha and beta, binary ones reading p[src1] through the
 // (sizes, strides) at d[md] (post_rank of each) in the coordinates of the dst descriptor. The loop
 // computes the whole expression over the stored output; it runs instead of the post-ops when oneDNN

@@ -1,5 +1,5 @@
 // Shared pieces of the fused attention kernels (templates/attention_mma.cu.j2, attention_simt.cu.j2):
-// the run-time argument layout that aitgen/codegen/kernels/attention.py's attention_args builds
+// the run-time argument layout that aitgen/codegen/kernels/common/attention.py's attention_args builds
 // (the CPU kernel reads the same), and the sm_80+ warp-level primitives of the tensor-core path
 // (cp.async, ldmatrix, mma.sync m16n8k16), written as inline PTX so that no CUTLASS header is needed
 // and a kernel compiles in seconds.

@@ -1,6 +1,6 @@
 // Shared contract of every CUDA kernel translation unit: storage types and their float32
 // conversions (the same names the CPU backend uses, so the fused-expression C++ that
-// codegen/kernels/elementwise.py renders compiles unchanged on both), and the run state that the
+// codegen/kernels/common/expr.py renders compiles unchanged on both), and the run state that the
 // model container sets around each run (the stream to launch on, scratch memory).
 //
 // Every kernel keeps the one signature of all backends, a host function

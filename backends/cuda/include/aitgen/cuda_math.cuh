@@ -1,6 +1,6 @@
 // Math and memory-access helpers of the CUDA kernels.
 //
-// 1. The `ait::` functions that the fused-expression C++ calls (codegen/kernels/elementwise.py
+// 1. The `ait::` functions that the fused-expression C++ calls (codegen/kernels/common/expr.py
 //    _EXPR: sigmoid_poly, tanh_poly, erf_poly, gelu_erf; also exp_poly and erfc_poly), as
 //    __host__ __device__ float functions. They are written with explicit fmaf and IEEE division
 //    only, so the host and the device evaluate the same operations and round them alike: the

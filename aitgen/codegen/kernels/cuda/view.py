@@ -1,9 +1,9 @@
-"""CUDA memory ops: permute, expand, slice, concat, split (one strided copy each, concat/split one
-per operand) and pad, with the CPU lowering's geometry (codegen/kernels/memory.py: merged loop
-dims, strides, offsets, the loop shape) and CUDA kernels (backends/cuda/templates/
-strided_copy.cu.j2, pad.cu.j2). Elements move as unsigned integers of their size, bit for bit.
+"""CUDA layout ops (ops/view.py): permute, expand, slice, concat, split (one strided copy each,
+concat/split one per operand) and pad, with every backend's geometry (codegen/kernels/common/
+copy.py: merged loop dims, strides, offsets, the loop shape) and CUDA kernels (backends/cuda/
+templates/strided_copy.cu.j2, pad.cu.j2). Elements move as unsigned integers of their size, bit for bit.
 
-Loop shapes, as the CPU lowering chose them: "contig" (the innermost loop dim contiguous on both
+Loop shapes, as common/copy.py chooses them: "contig" (the innermost loop dim contiguous on both
 sides: copied in the widest unit of 16, 8 or 4 bytes that the sizes, strides, offsets and pointers
 allow, checked by the host code at run time), "fill" (a broadcast row), "strided" (anything else:
 one element per thread), "tile" (a transpose that moves the contiguous dim: 32x32 tiles through
@@ -12,10 +12,10 @@ shared memory, so reads and writes both stay coalesced).
 from __future__ import annotations
 
 from ....ir.dims import Dim
-from ....ir.op import OpKind
+from ....ir.op import Op, OpKind
 from ...lower import LowerContext, lowering
-from ...spec import KernelSpec
-from .. import memory as cpu_memory
+from ...spec import KernelCall, KernelSpec
+from ..common import copy
 from .elementwise import BLOCKS_PER_SM, PACK_BYTES, THREADS, index_types
 
 TILE = 32        # tile edge of the transposing copy
@@ -35,12 +35,31 @@ def _pad(ctx: LowerContext, item: int, numel: Dim, *, elem: str, rank: int, mode
                            index_types=index_types(numel), threads=THREADS, per_sm=BLOCKS_PER_SM)
 
 
-cpu_memory.COPY_KERNELS[("cuda", "strided_copy")] = _strided_copy
-cpu_memory.COPY_KERNELS[("cuda", "pad")] = _pad
+@lowering("cuda", OpKind.PERMUTE)
+def lower_permute(op: Op, ctx: LowerContext) -> list[KernelCall]:
+    return copy.permute_calls(op, ctx, _strided_copy)
 
-lowering("cuda", OpKind.PERMUTE)(cpu_memory.lower_permute)
-lowering("cuda", OpKind.EXPAND)(cpu_memory.lower_expand)
-lowering("cuda", OpKind.SLICE)(cpu_memory.lower_slice)
-lowering("cuda", OpKind.CONCAT)(cpu_memory.lower_concat)
-lowering("cuda", OpKind.SPLIT)(cpu_memory.lower_split)
-lowering("cuda", OpKind.PAD)(cpu_memory.lower_pad)
+
+@lowering("cuda", OpKind.EXPAND)
+def lower_expand(op: Op, ctx: LowerContext) -> list[KernelCall]:
+    return copy.expand_calls(op, ctx, _strided_copy)
+
+
+@lowering("cuda", OpKind.SLICE)
+def lower_slice(op: Op, ctx: LowerContext) -> list[KernelCall]:
+    return copy.slice_calls(op, ctx, _strided_copy)
+
+
+@lowering("cuda", OpKind.CONCAT)
+def lower_concat(op: Op, ctx: LowerContext) -> list[KernelCall]:
+    return copy.concat_calls(op, ctx, _strided_copy)
+
+
+@lowering("cuda", OpKind.SPLIT)
+def lower_split(op: Op, ctx: LowerContext) -> list[KernelCall]:
+    return copy.split_calls(op, ctx, _strided_copy)
+
+
+@lowering("cuda", OpKind.PAD)
+def lower_pad(op: Op, ctx: LowerContext) -> list[KernelCall]:
+    return copy.pad_calls(op, ctx, _pad)

@@ -10,14 +10,14 @@ from __future__ import annotations
 
 from typing import Optional, Sequence
 
-from ...ir.dims import Dim, IntImm, as_dim, prod
-from ...ir.dtype import DType
-from ...ir.op import Op, OpKind
-from ...ir.tensor import Tensor
-from ...ops.operand_views import StridedView, matrix_view
-from ..cexpr import STORAGE
-from ..lower import LowerContext, lowering
-from ..spec import CONSTANTS_VERSION, KernelCall, KernelSpec
+from ....ir.dims import Dim, IntImm, as_dim, prod
+from ....ir.dtype import DType
+from ....ir.op import Op, OpKind
+from ....ir.tensor import Tensor
+from ....ops.operand_views import StridedView, matrix_view
+from ...cexpr import STORAGE
+from ...lower import LowerContext, lowering
+from ...spec import CONSTANTS_VERSION, KernelCall, KernelSpec
 from . import epilogue
 
 Md = tuple[list[Dim], list[Dim]]  # (sizes, strides) of one oneDNN memory descriptor
@@ -113,7 +113,7 @@ def lower_gemm(op: Op, ctx: LowerContext) -> list[KernelCall]:
         a_md = _matrix(m, k, ta)
     out_strides = ctx.plan.strided_writes.get(out)
     c_md: Md = ([m, n], [n, IntImm(1)])
-    if out_strides is not None:  # a strided slice of a concat (memory_planning): rows at their stride
+    if out_strides is not None:  # a strided slice of a concat (the memory plan): rows at their stride
         _, ldc, _, _ = matrix_view(StridedView(tuple(out.shape), tuple(out_strides)))
         c_md = ([m, n], [ldc, IntImm(1)])
     return [matmul_call(ctx, op, out, a, b, bias, a_md, _matrix(k, n, tb), c_md, extras,

@@ -9,11 +9,11 @@ after); N, H, W and the channels are run-time dims.
 """
 from __future__ import annotations
 
-from ...errors import UnsupportedOpError
-from ...ir.dims import Dim, IntImm
-from ...ir.op import Op, OpKind
-from ..lower import LowerContext, lowering
-from ..spec import CONSTANTS_VERSION, KernelCall, KernelSpec
+from ....errors import UnsupportedOpError
+from ....ir.dims import Dim, IntImm
+from ....ir.op import Op, OpKind
+from ...lower import LowerContext, lowering
+from ...spec import CONSTANTS_VERSION, KernelCall, KernelSpec
 from . import epilogue
 from .gemm import Md, dense_strides, is_constant, md_dims, onednn_types
 

@@ -3,15 +3,15 @@
 The member lowerings live with their families: a grouped GEMM runs each member's oneDNN matmul in
 turn from one kernel (gemm.py); grouped layernorms/rmsnorms and grouped element-wise expressions
 are one parallel loop over all members' rows or elements (norm.py, elementwise.py). The features
-declared here are the member kinds group_ops may form for the CPU (lower.supports).
+declared here are the member kinds group_ops may form for the CPU (Capabilities.grouped).
 """
 from __future__ import annotations
 
-from ...errors import UnsupportedOpError
-from ...ir.op import Op, OpKind
-from ...ops.grouped import member_ops
-from ..lower import LowerContext, lowering
-from ..spec import KernelCall
+from ....errors import UnsupportedOpError
+from ....ir.op import Op, OpKind
+from ....ops.grouped import member_ops
+from ...lower import LowerContext, lowering
+from ...spec import KernelCall
 from .elementwise import lower_grouped_elementwise
 from .gemm import lower_grouped_gemm
 from .norm import lower_grouped_rownorm
@@ -24,7 +24,7 @@ _MEMBER_LOWERINGS = {
 }
 
 
-@lowering("cpu", OpKind.GROUPED, features=tuple(k.value for k in _MEMBER_LOWERINGS))
+@lowering("cpu", OpKind.GROUPED, grouped=tuple(_MEMBER_LOWERINGS))
 def lower_grouped(op: Op, ctx: LowerContext) -> list[KernelCall]:
     fn = _MEMBER_LOWERINGS.get(op.attrs.kind)
     if fn is None:

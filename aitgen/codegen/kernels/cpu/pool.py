@@ -6,10 +6,10 @@ from the op's own shape rule, ceil mode included, so the kernel never recomputes
 """
 from __future__ import annotations
 
-from ...ir.op import Op, OpKind
-from ..cexpr import COMPUTE, STORAGE
-from ..lower import LowerContext, lowering
-from ..spec import KernelCall, KernelSpec
+from ....ir.op import Op, OpKind
+from ...cexpr import COMPUTE, STORAGE
+from ...lower import LowerContext, lowering
+from ...spec import KernelCall, KernelSpec
 from .norm import PAR_THRESHOLD
 from .reduce import reduce_call
 

@@ -1,5 +1,5 @@
-"""Concat in place, for memory_planning (not a pass itself): which concats have parts that their
-producers can write straight into the output's buffer, and the buffer tree that makes of them.
+"""Concat in place, for plan_memory: which concats have parts that their producers can write
+straight into the output's buffer, and the buffer tree that makes of them.
 
 A part placed in place is a child of the output's Buffer at a byte delta; its offset follows the
 parent's, and the root buffer of such a tree holds every slice's bytes from the first one's write
@@ -11,8 +11,8 @@ Two kinds of slice:
   any producer writes it as it would write a tensor of its own, and its readers read it so.
 - strided (a concat along an inner axis: [N, H, W, C1] and [N, H, W, C2] into [N, H, W, C1 + C2]):
   the part's elements lie at the output's strides. Only a producer whose kernel writes its result
-  at given strides may write one (lower.supports(target, kind, "strided_output"), plus the shape
-  of write it can make: a GEMM writes rows, so its leading dims must fold into one row stride),
+  at given strides may write one (its kind in caps.strided_output, plus the shape of write it can
+  make: a GEMM writes rows, so its leading dims must fold into one row stride),
   and only when the concat is the part's one reader: any other reader would expect a dense
   tensor. A part may be a reshape of the producer's result (ViT's patches: [B, 4, 4, H] conv
   output seen as [B, 16, H] tokens) when the reshape has a strided form. The plan records each
@@ -22,10 +22,15 @@ from __future__ import annotations
 
 from typing import Callable, Optional
 
+from ..capabilities import Capabilities
 from ..ir.dims import Dim, prod
 from ..ir.graph import Graph
 from ..ir.op import Op, OpKind
 from ..ir.tensor import Tensor
+from ..ops.grouped import member_ops
+from ..ops.operand_views import StridedView, matrix_view
+from ..ops.registry import Category, get_opdef
+from ..passes.fuse_memory_ops import View, reshape_view
 
 
 def concat_slices(op: Op, alignment: int) -> Optional[list[Optional[int]]]:
@@ -110,7 +115,6 @@ def class_strides(tensors: list, x: Tensor, concat: Op, layout: tuple) -> Option
     class's last view (reshapes of the producer's result), each member read only by the next and x
     by the concat alone (any other reader would expect a dense tensor); None when that is not so,
     or a reshape on the way has no strided form."""
-    from .fuse_memory_ops import View, reshape_view
     if tensors[-1] is not x or x.users != [concat] or concat.inputs.count(x) != 1:
         return None
     for a, b in zip(tensors, tensors[1:]):
@@ -139,13 +143,9 @@ def place_children(b) -> None:
         place_children(c)
 
 
-def strided_writer(target: str) -> Callable[[Tensor, tuple], bool]:
-    """Whether `target`'s kernel writes tensor x, the only result of its op (or of its member of a
-    grouped op), at the given element strides (in x's own shape)."""
-    from ..codegen.lower import supports  # lazily: codegen imports the passes
-    from ..ops.grouped import member_ops
-    from ..ops.operand_views import StridedView, matrix_view
-    from ..ops.registry import Category, get_opdef
+def strided_writer(caps: Capabilities) -> Callable[[Tensor, tuple], bool]:
+    """Whether the target's kernel writes tensor x, the only result of its op (or of its member of
+    a grouped op), at the given element strides (in x's own shape)."""
 
     def ok(x: Tensor, strides: tuple) -> bool:
         op = x.producer
@@ -159,7 +159,7 @@ def strided_writer(target: str) -> Callable[[Tensor, tuple], bool]:
                 kind = OpKind.FUSED_ELEMENTWISE  # one kernel for both
         except Exception:  # noqa: BLE001 - a kind without a definition writes nothing strided
             return False
-        if not supports(target, kind, "strided_output") or strides[-1] != 1:
+        if kind not in caps.strided_output or strides[-1] != 1:
             return False
         if kind is OpKind.GEMM:  # rows at one stride: the leading dims must fold
             return matrix_view(StridedView(tuple(op.outputs[0].shape), tuple(strides))) is not None

@@ -34,13 +34,14 @@ from __future__ import annotations
 import math
 from typing import Callable, Optional, Sequence
 
-from ...errors import UnsupportedOpError
-from ...ir.dims import Dim, IntImm, prod
-from ...ir.op import Op, OpKind
-from ...ir.tensor import Tensor
-from ...ops.fused import Epilogue, split_operands
-from ..cexpr import COMPUTE, STORAGE, load, store
-from .elementwise import broadcast_strides, expr_cpp
+from ....errors import UnsupportedOpError
+from ....ir.dims import Dim, IntImm, prod
+from ....ir.op import Op, OpKind
+from ....ir.tensor import Tensor
+from ....ops.fused import Epilogue, split_operands
+from ...cexpr import COMPUTE, STORAGE, load, store
+from ..common.access import broadcast_strides
+from ..common.expr import expr_cpp
 
 Md = tuple[list[Dim], list[Dim]]
 DstMd = Callable[[Sequence[Dim]], Optional[Md]]  # an operand's shape -> its desc in dst coordinates
@@ -110,7 +111,7 @@ def plan(op: Op, out: Tensor, extras: list[Tensor], *, first_ptr: int, key_offse
     """Kernel params (`epilogue`, `post_ops`), dims that join the primitive key (after key_offset),
     and the loop's dims (after the constants version). `rank` is the rank of dst_md's descriptors.
     `out_strides`: where the output lies at strides of its own (a slice of a concat written in
-    place, memory_planning), its strides in its own shape's order; the loop then writes there."""
+    place, the memory plan), its strides in its own shape's order; the loop then writes there."""
     ep: Optional[Epilogue] = getattr(op.attrs, "epilogue", None)
     if ep is None:
         return dict(epilogue=None, post_ops=[], post_rank=0), [], []

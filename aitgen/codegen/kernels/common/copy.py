@@ -1,12 +1,18 @@
-"""Memory ops -> byte-exact copy kernels (elements move as unsigned integers of their size, so
-every dtype, bool/f16/bf16 included, copies bit for bit).
+"""The geometry of the byte-exact copies, on every backend: permute, expand, slice, concat and
+split as one strided copy each (concat one per operand, split one per part), pad and gather.
 
-permute, slice, expand, concat and split are all one strided copy (strided_copy.cpp.j2): loop sizes
-with a source and a destination stride per loop dim (a slice adds a start offset and step-scaled,
-possibly negative strides; expand has stride 0 on broadcast dims; concat is one call per operand
-into its window of the output, split one call per part). Loop dims merge where both sides are
-contiguous across them, so most copies end in a long contiguous inner run (BERT's head transposes
-copy rows of D). pad (pad.cpp.j2) and gather (gather.cpp.j2) have their own kernels.
+Elements move as unsigned integers of their size, so every dtype, bool/f16/bf16 included, copies
+bit for bit. A strided copy is loop sizes with a source and a destination stride per loop dim (a
+slice adds a start offset and step-scaled, possibly negative strides; expand has stride 0 on
+broadcast dims; concat writes each operand into its window of the output, split reads each part's
+window). Loop dims merge where both sides are contiguous across them, so most copies end in a long
+contiguous inner run (BERT's head transposes copy rows of D); the loop shape is "contig", "fill"
+(a broadcast row), "tile" (a transpose that moves the contiguous dim) or "strided".
+
+Only the kernel differs per backend: each family function takes the backend's `make` (ctx,
+element bytes, numel, **geometry) -> KernelSpec, where numel is the most elements any tensor the
+kernel touches holds (it bounds every index the kernel forms), and each backend registers its
+lowerings as calls of these (codegen/kernels/<backend>/view.py, gather.py).
 """
 from __future__ import annotations
 
@@ -14,57 +20,24 @@ from typing import Callable, Union
 
 import numpy as np
 
-from ...ir.dims import Dim, IntImm, as_dim, prod
-from ...ir.dtype import DType
-from ...ir.op import Op, OpKind
-from ...ir.tensor import Tensor
-from ..cexpr import STORAGE
-from ..lower import LowerContext, lowering
-from ..spec import KernelCall, KernelSpec
-from .elementwise import broadcast_strides
+from ....ir.dims import Dim, IntImm, as_dim, prod
+from ....ir.dtype import DType
+from ....ir.op import Op
+from ....ir.tensor import Tensor
+from ...cexpr import STORAGE
+from ...lower import LowerContext
+from ...spec import KernelCall, KernelSpec
+from .access import broadcast_strides, dense_strides
 
 ELEM = {1: "uint8_t", 2: "uint16_t", 4: "uint32_t", 8: "uint64_t"}
-PAR_MIN_BYTES = 1 << 16   # below 64 KiB a parallel region costs more than the copy
-CHUNK_BYTES = 1 << 15     # long rows split into 32 KiB pieces so one big row still uses every core
-TILE = 32                 # 32x32 element tiles for transposes that move the contiguous dim
 
-# The geometry of these kernels (merged loop dims, strides, offsets, the loop shape) is the same on
-# every backend; only the kernel differs. Each backend registers, per family ("strided_copy",
-# "pad", "gather"), a maker (ctx, element bytes, numel, geometry params) -> its KernelSpec (numel:
-# the most elements any tensor the kernel touches holds, which bounds every index it forms), and
-# registers the lowering functions below for itself (CUDA: codegen/kernels/cuda/memory.py, gather.py).
-COPY_KERNELS: dict[tuple[str, str], Callable[..., KernelSpec]] = {}
-
-
-def copy_kernel(ctx: LowerContext, family: str, item: int, numel: Dim, **geometry) -> KernelSpec:
-    return COPY_KERNELS[(ctx.backend, family)](ctx, item, numel, **geometry)
-
-
-def _cpu_maker(family: str, **tuning: Callable[[int], int]) -> None:
-    def make(ctx: LowerContext, item: int, numel: Dim, **geometry) -> KernelSpec:
-        return KernelSpec.make(ctx.template(f"{family}.cpp.j2"), **geometry,
-                               **{k: f(item) for k, f in tuning.items()}, par_min=PAR_MIN_BYTES // item)
-    COPY_KERNELS[("cpu", family)] = make
-
-
-_cpu_maker("strided_copy", tile=lambda item: TILE, chunk=lambda item: max(1, CHUNK_BYTES // item))
-_cpu_maker("pad")
-_cpu_maker("gather")
-
+Make = Callable[..., KernelSpec]  # (ctx, item bytes, numel, **geometry) -> the backend's kernel
 DimLike = Union[Dim, int]
 
 
 def max_numel(*tensors) -> Dim:
     """The element count of the largest tensor (by upper bound)."""
     return max((prod(t.shape) for t in tensors), key=lambda d: d.upper)
-
-
-def dense_strides(shape) -> list[Dim]:
-    out, acc = [], IntImm(1)
-    for d in reversed(tuple(shape)):
-        out.append(acc)
-        acc = acc * d
-    return out[::-1]
 
 
 def _collapse(sizes: list[Dim], src: list[Dim], dst: list[Dim]):
@@ -82,8 +55,8 @@ def _collapse(sizes: list[Dim], src: list[Dim], dst: list[Dim]):
     return sizes, src, dst
 
 
-def strided_copy_call(ctx: LowerContext, op: Op, dst: Tensor, src: Tensor, sizes, src_strides, dst_strides,
-                      src_offset: DimLike = 0, dst_offset: DimLike = 0, what: str = "") -> KernelCall:
+def strided_copy_call(ctx: LowerContext, make: Make, op: Op, dst: Tensor, src: Tensor, sizes, src_strides,
+                      dst_strides, src_offset: DimLike = 0, dst_offset: DimLike = 0, what: str = "") -> KernelCall:
     """dst[dst_offset + sum i*dst_strides] = src[src_offset + sum i*src_strides] over the loop sizes
     (all in elements)."""
     sizes, ss, ds = _collapse([as_dim(x) for x in sizes], [as_dim(x) for x in src_strides],
@@ -104,7 +77,7 @@ def strided_copy_call(ctx: LowerContext, op: Op, dst: Tensor, src: Tensor, sizes
             order = [j for j in range(r - 1) if j != a] + [a, r - 1]
             sizes, ss, ds = [sizes[j] for j in order], [ss[j] for j in order], [ds[j] for j in order]
             mode = "tile"
-    spec = copy_kernel(ctx, "strided_copy", item, max_numel(src, dst), elem=ELEM[item], rank=r, mode=mode)
+    spec = make(ctx, item, max_numel(src, dst), elem=ELEM[item], rank=r, mode=mode)
     name = (op.name or op.kind.value) + (f" {what}" if what else "")
     return KernelCall(spec, [dst, src], [*sizes, *ss, *ds, as_dim(src_offset), as_dim(dst_offset)], name)
 
@@ -114,21 +87,18 @@ def out_strides(ctx: LowerContext, y: Tensor) -> list[Dim]:
     return list(ctx.plan.strided_writes.get(y, dense_strides(y.shape)))
 
 
-@lowering("cpu", OpKind.PERMUTE, features=("strided_output",))
-def lower_permute(op: Op, ctx: LowerContext) -> list[KernelCall]:
+def permute_calls(op: Op, ctx: LowerContext, make: Make) -> list[KernelCall]:
     x, y = op.inputs[0], op.outputs[0]
     xs = dense_strides(x.shape)
-    return [strided_copy_call(ctx, op, y, x, y.shape, [xs[p] for p in op.attrs.perm], out_strides(ctx, y))]
+    return [strided_copy_call(ctx, make, op, y, x, y.shape, [xs[p] for p in op.attrs.perm], out_strides(ctx, y))]
 
 
-@lowering("cpu", OpKind.EXPAND, features=("strided_output",))
-def lower_expand(op: Op, ctx: LowerContext) -> list[KernelCall]:
+def expand_calls(op: Op, ctx: LowerContext, make: Make) -> list[KernelCall]:
     x, y = op.inputs[0], op.outputs[0]
-    return [strided_copy_call(ctx, op, y, x, y.shape, broadcast_strides(x.shape, y.shape), out_strides(ctx, y))]
+    return [strided_copy_call(ctx, make, op, y, x, y.shape, broadcast_strides(x.shape, y.shape), out_strides(ctx, y))]
 
 
-@lowering("cpu", OpKind.SLICE, features=("strided_output",))
-def lower_slice(op: Op, ctx: LowerContext) -> list[KernelCall]:
+def slice_calls(op: Op, ctx: LowerContext, make: Make) -> list[KernelCall]:
     x, y = op.inputs[0], op.outputs[0]
     xs = dense_strides(x.shape)
     offset: Dim = IntImm(0)
@@ -137,11 +107,10 @@ def lower_slice(op: Op, ctx: LowerContext) -> list[KernelCall]:
         # the output size, which the shape already holds.
         offset = offset + ((n + start) if start < 0 else as_dim(start)) * stride
     strides = [st * s for st, s in zip(op.attrs.steps, xs)]
-    return [strided_copy_call(ctx, op, y, x, y.shape, strides, out_strides(ctx, y), src_offset=offset)]
+    return [strided_copy_call(ctx, make, op, y, x, y.shape, strides, out_strides(ctx, y), src_offset=offset)]
 
 
-@lowering("cpu", OpKind.CONCAT)
-def lower_concat(op: Op, ctx: LowerContext) -> list[KernelCall]:
+def concat_calls(op: Op, ctx: LowerContext, make: Make) -> list[KernelCall]:
     """One copy per part, except the parts the memory plan placed in the output (their producers
     wrote them there): ViT's [class token; patches] copies the token alone."""
     y, ax = op.outputs[0], op.attrs.axis
@@ -150,19 +119,18 @@ def lower_concat(op: Op, ctx: LowerContext) -> list[KernelCall]:
     calls, at = [], IntImm(0)
     for i, x in enumerate(op.inputs):
         if i not in in_place:
-            calls.append(strided_copy_call(ctx, op, y, x, x.shape, dense_strides(x.shape), ys,
+            calls.append(strided_copy_call(ctx, make, op, y, x, x.shape, dense_strides(x.shape), ys,
                                            dst_offset=at * ys[ax], what=f"operand {i}"))
         at = at + x.shape[ax]
     return calls
 
 
-@lowering("cpu", OpKind.SPLIT)
-def lower_split(op: Op, ctx: LowerContext) -> list[KernelCall]:
+def split_calls(op: Op, ctx: LowerContext, make: Make) -> list[KernelCall]:
     x, ax = op.inputs[0], op.attrs.axis
     xs = dense_strides(x.shape)
     calls, at = [], IntImm(0)
     for i, y in enumerate(op.outputs):
-        calls.append(strided_copy_call(ctx, op, y, x, y.shape, xs, dense_strides(y.shape),
+        calls.append(strided_copy_call(ctx, make, op, y, x, y.shape, xs, dense_strides(y.shape),
                                        src_offset=at * xs[ax], what=f"part {i}"))
         at = at + y.shape[ax]
     return calls
@@ -177,8 +145,7 @@ def _fill_bits(value: float, dtype: DType) -> int:
     return int.from_bytes(v.astype(dtype.np).tobytes(), "little")
 
 
-@lowering("cpu", OpKind.PAD)
-def lower_pad(op: Op, ctx: LowerContext) -> list[KernelCall]:
+def pad_calls(op: Op, ctx: LowerContext, make: Make) -> list[KernelCall]:
     x, y = op.inputs[0], op.outputs[0]
     a = op.attrs
     sizes, pads = list(x.shape), [tuple(p) for p in a.pads]
@@ -191,20 +158,19 @@ def lower_pad(op: Op, ctx: LowerContext) -> list[KernelCall]:
     if not sizes:
         sizes, pads = [IntImm(1)], [(0, 0)]
     item = x.dtype.itemsize
-    spec = copy_kernel(ctx, "pad", item, max_numel(x, y), elem=ELEM[item], rank=len(sizes), mode=a.mode,
-                       fill_bits=_fill_bits(a.value, x.dtype) if a.mode == "constant" else 0)
+    spec = make(ctx, item, max_numel(x, y), elem=ELEM[item], rank=len(sizes), mode=a.mode,
+                fill_bits=_fill_bits(a.value, x.dtype) if a.mode == "constant" else 0)
     dims = [*sizes, *(IntImm(lo) for lo, _ in pads), *(IntImm(hi) for _, hi in pads)]
     return [KernelCall(spec, [y, x], dims, op.name or op.kind.value)]
 
 
-@lowering("cpu", OpKind.GATHER)
-def lower_gather(op: Op, ctx: LowerContext) -> list[KernelCall]:
+def gather_calls(op: Op, ctx: LowerContext, make: Make) -> list[KernelCall]:
+    """np.take along an axis: d = [outer, n, m, inner] (x viewed as [outer, n, inner], m indices)."""
     x, idx = op.inputs
     y, ax = op.outputs[0], op.attrs.axis
     item = x.dtype.itemsize
     label = "gather" + (f" '{op.name}'" if op.name else "")
     # The template writes the label as an escaped literal (`| cstr`): op names are user text.
-    spec = copy_kernel(ctx, "gather", item, max_numel(x, y), elem=ELEM[item], index_t=STORAGE[idx.dtype],
-                       axis=ax, label=label)
+    spec = make(ctx, item, max_numel(x, y), elem=ELEM[item], index_t=STORAGE[idx.dtype], axis=ax, label=label)
     dims = [prod(x.shape[:ax]), x.shape[ax], prod(idx.shape), prod(x.shape[ax + 1:])]
     return [KernelCall(spec, [y, x, idx], dims, op.name or op.kind.value)]

@@ -1,15 +1,11 @@
-"""Scaled-dot-product attention -> one fused kernel (backends/cpu/templates/attention.cpp.j2):
-blocked over keys with an online softmax, parallel over (batch, query block).
+"""An ATTENTION op's run-time arguments, on every backend: strides, offsets and flags.
 
 Batch dims broadcast through per-operand strides (0 along a broadcast dim); adjacent batch dims
 that every operand walks contiguously merge, so BERT's [B, H] batch of q/k/v is one dim and only
-the mask's [B, 1] keeps two. Sizes and strides are run-time dims: one kernel serves every layer.
-
-Operands read through a StridedView (attrs.operand_views) and a result written through
-attrs.out_view only change those strides and add an element offset per operand: that is how q, k
-and v come straight out of one packed QKV GEMM output and the result lands in [B, S, H, D] order.
-The kernel needs a unit stride along the head dim of q, k, v and the result (fuse_memory_ops only
-folds views that keep it).
+the mask's [B, 1] keeps two. Operands read through a StridedView (attrs.operand_views) and a result
+written through attrs.out_view only change those strides and add an element offset per operand.
+The layout of the dims is what backends/cuda/include/aitgen/cuda_attention.cuh and the CPU
+template read.
 """
 from __future__ import annotations
 
@@ -19,18 +15,11 @@ from typing import Optional
 
 import numpy as np
 
-from ...errors import UnsupportedOpError
-from ...ir.dims import Dim, IntImm
-from ...ir.dtype import DType
-from ...ir.op import Op, OpKind
-from ..cexpr import STORAGE
-from ..lower import LowerContext, lowering
-from ..spec import KernelCall, KernelSpec
-from .elementwise import broadcast_strides
-
-BLOCK_Q = 64   # queries per work item (a multiple of 16): 12 heads x seq 128 give 24 items
-BLOCK_K = 64   # keys per block: the 64x64 score tile and a 64-key slice of K and V stay in L1/L2
-PAR_MIN_FLOPS = 1 << 18  # below ~0.25 MFLOP a parallel region costs more than it saves
+from ....errors import UnsupportedOpError
+from ....ir.dims import Dim, IntImm
+from ....ir.dtype import DType
+from ....ir.op import Op
+from .access import broadcast_strides
 
 
 def _merge_batch(sizes: list[Dim], strides: list[list[Dim]]) -> tuple[list[Dim], list[list[Dim]]]:
@@ -136,14 +125,3 @@ def attention_args(op: Op, backend: str) -> AttentionArgs:
         mask_q_bcast=bool(mask is not None and m_sq == 0), mask_k_stride=m_sk, causal=bool(a.causal),
         scale_from_head_dim=scale is None, rb=len(sizes), sq=sq, sk=sk, head_dim=d, value_dim=dv,
         batch=tuple(sizes), ptrs=[out, q, k, v] + ([mask] if mask is not None else []), dims=dims)
-
-
-@lowering("cpu", OpKind.ATTENTION)
-def lower_attention(op: Op, ctx: LowerContext) -> list[KernelCall]:
-    a = attention_args(op, "cpu")
-    spec = KernelSpec.make(
-        ctx.template("attention.cpp.j2"), t=STORAGE[a.dtype], mask=a.mask,
-        mask_t=STORAGE[a.mask_dtype] if a.mask_dtype is not None else "void",
-        mask_q_bcast=a.mask_q_bcast, causal=a.causal, scale_from_head_dim=a.scale_from_head_dim,
-        rb=a.rb, block_q=BLOCK_Q, block_k=BLOCK_K, par_min_flops=PAR_MIN_FLOPS)
-    return [KernelCall(spec, a.ptrs, a.dims, op.name or op.kind.value)]

@@ -1,4 +1,6 @@
-"""Time the candidate configs of a graph's GEMM-shaped kernels on the GPU and cache the winners.
+"""Time the candidate configs of a graph's GEMM-shaped kernels on the GPU and cache the winners:
+the CUDA backend's timing driver (aitgen.profiler holds the candidates, heuristic, cache and
+selection it feeds).
 
 profile_graph(graph, opts) runs after the pass pipeline (the graph the lowering will see):
   1. every gemm / bmm / conv2d / grouped GEMM with a CUTLASS kernel is a job: its kernel source is
@@ -8,7 +10,7 @@ profile_graph(graph, opts) runs after the pass pipeline (the graph the lowering 
      (IntVars chosen within their bounds), N, K and the batch at their largest;
   3. per op kind ONE binary links every job's candidates and a main (profiler_main.cu.j2) that
      times them with CUDA events and prints JSON; the fastest config per bucket goes to the cache.
-The lowering then reads the winners (select.dispatch). Without a GPU nothing runs: `run=False`
+The lowering then reads the winners (configs.py, select.dispatch). Without a GPU nothing runs: `run=False`
 still renders and compiles the binaries (what the CPU tests check).
 """
 from __future__ import annotations
@@ -21,16 +23,24 @@ import subprocess
 from pathlib import Path
 from typing import Optional
 
-from ..errors import BuildError
-from ..ir.dims import Dim, IntVar
-from ..ir.dtype import DType
-from ..ir.graph import Graph
-from ..ir.op import OpKind
-from ..ir.tensor import Tensor
-from ..options import CompileOptions
-from .cache import ProfileCache
-from .candidates import GemmConfig
-from .select import Problem, cutlass_version, m_buckets
+from ....errors import BuildError
+from ....ir.dims import Dim, IntVar
+from ....ir.dtype import DType
+from ....ir.graph import Graph
+from ....ir.op import OpKind
+from ....ir.tensor import Tensor
+from ....ops.fused import split_operands
+from ....ops.grouped import member_ops
+from ....options import CompileOptions
+from ....profiler.cache import ProfileCache
+from ....profiler.candidates import GemmConfig
+from ....profiler.select import Problem, m_buckets
+from ... import locate
+from ...backend import load_backend
+from ...render import render
+from . import conv as conv_k
+from . import gemm as gemm_k
+from .configs import cutlass_version, default_cache
 
 _CODE = {DType.float32: 0, DType.float16: 1, DType.bfloat16: 2}
 
@@ -47,10 +57,6 @@ class Job:
 
 def collect(graph: Graph, opts: CompileOptions) -> list[Job]:
     """The jobs of a graph, one per op with a CUTLASS kernel (equal kernels once)."""
-    from ..codegen.kernels.cuda import conv as conv_k
-    from ..codegen.kernels.cuda import gemm as gemm_k
-    from ..ops.fused import split_operands
-    from ..ops.grouped import member_ops
     arch, tf32 = opts.arch or "sm_80", opts.allow_tf32
     jobs: dict[str, Job] = {}
     for op in graph.ops:
@@ -123,7 +129,6 @@ class Entry:
 def render_sources(jobs: list[Job], cache: Optional[ProfileCache], build_arch: str,
                    only_missing: bool = True) -> dict[str, tuple[dict[str, str], list[Entry], list[list[GemmConfig]]]]:
     """Per binary kind: {source name: text}, its entries, and each job's candidate list."""
-    from ..codegen.render import render
     version = cutlass_version()
     out: dict[str, tuple[dict[str, str], list[Entry], list]] = {}
     for j, job in enumerate(jobs):
@@ -158,9 +163,6 @@ def _numel(t: Tensor, env) -> int:
 def build_binary(kind: str, sources: dict[str, str], entries: list[Entry], workdir: Path, arch: str,
                  jobs: Optional[int] = None, target_ms: float = 20.0, repeats: int = 5) -> Path:
     """Compile the candidates (in parallel) and the main into `workdir/<kind>_profiler`."""
-    from ..codegen import locate
-    from ..codegen.backend import load_backend
-    from ..codegen.render import render
     workdir.mkdir(parents=True, exist_ok=True)
     funcs = sorted({f for e in entries for f in e.funcs})
     main = render("cuda/templates/profiler_main.cu.j2", kind=kind, funcs=funcs, target_ms=target_ms, repeats=repeats,
@@ -195,7 +197,7 @@ def profile_graph(graph: Graph, opts: CompileOptions, workdir, *, cache: Optiona
                   run: bool = True, jobs: Optional[int] = None) -> dict:
     """Profile what the lowering of `graph` (after the pipeline) will instantiate; store winners.
     Returns {"binaries": [paths], "profiled": n entries, "winners": {label: config name}}."""
-    cache = cache if cache is not None else ProfileCache()
+    cache = cache if cache is not None else default_cache()
     arch = opts.arch or "sm_80"
     all_jobs = collect(graph, opts)
     per_kind = render_sources(all_jobs, cache, arch)

@@ -1,0 +1,36 @@
+"""Capabilities: what a backend's kernels render beyond the plain op, as data.
+
+Passes and memory planning create forms of ops that only some backends render (a fused epilogue,
+strided operand reads, a strided result, a grouped kernel). They ask this object, never codegen:
+the compiler asks the chosen backend once (aitgen.codegen.lower.capabilities, computed from the
+lowerings it registers) and hands the answer down in CompileOptions.caps.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING
+
+from .ir.op import OpKind
+
+if TYPE_CHECKING:
+    from .options import CompileOptions
+
+
+@dataclasses.dataclass(frozen=True)
+class Capabilities:
+    target: str
+    kinds: frozenset[OpKind] = frozenset()           # op kinds with a lowering at all
+    epilogue: frozenset[OpKind] = frozenset()        # render attrs.epilogue (a fused element-wise DAG)
+    operand_views: frozenset[OpKind] = frozenset()   # read operands through attrs.operand_views
+    strided_output: frozenset[OpKind] = frozenset()  # write the result at strides the memory plan gives
+    grouped: frozenset[OpKind] = frozenset()         # member kinds of a GROUPED op they render
+
+
+def caps_of(opts: "CompileOptions") -> Capabilities:
+    """opts.caps, or a ValueError saying how to get one: a pass that would guess creates forms the
+    backend may not render, or silently misses the fusions it does."""
+    if opts.caps is None:
+        raise ValueError(f"CompileOptions.caps is not set (target '{opts.target}'): compile_model asks the "
+                         "backend for it; to run passes by hand, build the options with "
+                         "aitgen.compiler.compile_options(target, ...)")
+    return opts.caps

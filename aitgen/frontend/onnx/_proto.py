@@ -1,0 +1,32 @@
+"""The onnx package (an optional dependency, imported on first use) and ONNX element types as
+aitgen dtypes: what the loader, the shape folding and the converters all read of onnx itself."""
+from __future__ import annotations
+
+from ...errors import ImportError_, UnsupportedOpError
+from ...ir.dtype import DType
+
+_DTYPES = {"FLOAT": DType.float32, "FLOAT16": DType.float16, "BFLOAT16": DType.bfloat16,
+           "INT8": DType.int8, "INT32": DType.int32, "INT64": DType.int64, "BOOL": DType.bool}
+
+
+def onnx_module():
+    """The onnx package, imported on first use: it is an optional dependency."""
+    try:
+        import onnx  # noqa: F401
+        from onnx import numpy_helper  # noqa: F401
+    except ImportError as e:  # pragma: no cover - depends on the environment
+        raise ImportError_("importing ONNX models needs the onnx package: "
+                           "pip install 'aitgen[onnx]' (or pip install onnx)") from e
+    return onnx
+
+
+def elem_dtype(elem_type: int, what: str) -> DType:
+    onnx = onnx_module()
+    try:
+        name = onnx.TensorProto.DataType.Name(elem_type)
+    except ValueError:
+        raise ImportError_(f"{what}: unknown element type {elem_type}") from None
+    if name not in _DTYPES:
+        raise UnsupportedOpError(f"{what}: element type {name} has no aitgen dtype "
+                                 f"(supported: {', '.join(_DTYPES)})")
+    return _DTYPES[name]
