@@ -280,3 +280,24 @@ def test_onnx_nul_name_is_a_typed_error(where):
     with pytest.raises(AitgenError) as e:
         agonnx.load(m)
     assert isinstance(e.value, InvalidNameError), repr(e.value)
+
+
+def test_onnx_dim_param_payload_through_the_cli(tmp_path):
+    """The attacker's route end to end: `aitgen compile model.onnx` then `aitgen run` in a fresh
+    process (the injected popen ran on the first run before the fix)."""
+    import os
+    import sys
+    canary = tmp_path / "CANARY"
+    onnx, m = _onnx_model(injection(canary))
+    path, work = tmp_path / "m.onnx", tmp_path / "build"
+    onnx.save(m, str(path))
+    x = np.linspace(-1, 1, 6, dtype=np.float32).reshape(2, 3)
+    np.save(tmp_path / "x.npy", x)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([os.getcwd(), os.environ.get("PYTHONPATH", "")])}
+    for args in (["compile", str(path), "--target", "cpu", "--workdir", str(work)],
+                 ["run", str(work), "--input", f"x={tmp_path / 'x.npy'}", "--out", str(tmp_path / "out")]):
+        r = subprocess.run([sys.executable, "-m", "aitgen", *args], capture_output=True, text=True, env=env,
+                           timeout=600)
+        assert r.returncode == 0, r.stderr
+    np.testing.assert_allclose(np.load(tmp_path / "out" / "y.npy"), np.maximum(x, 0), **TOL)
+    assert not canary.exists()
