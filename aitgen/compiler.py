@@ -85,7 +85,7 @@ def _tensor_meta(t) -> dict:
 
 def check_workdir(workdir) -> Path:
     """`workdir` as an absolute path, or WorkdirError: not a path, empty, holding a NUL, a file
-    (or under one), or under /proc, /sys or /dev (symlinks followed)."""
+    (or under one), or under /proc, /sys or /dev other than /dev/shm (symlinks followed)."""
     if not isinstance(workdir, (str, os.PathLike)):
         raise WorkdirError(f"workdir must be a path (str or os.PathLike), got {type(workdir).__name__}")
     text = os.fspath(workdir)
@@ -100,8 +100,9 @@ def check_workdir(workdir) -> Path:
         real = path.resolve()
     except (OSError, RuntimeError) as e:   # a symlink loop
         raise WorkdirError(f"workdir {path}: cannot resolve it ({e})") from None
+    shm = Path("/dev/shm")  # a plain tmpfs under /dev: a fine place to build
     for tree in _SYSTEM_TREES:
-        if real == tree or tree in real.parents:
+        if (real == tree or tree in real.parents) and not (real == shm or shm in real.parents):
             raise WorkdirError(f"workdir {path} lies under {tree}, a kernel file system: build elsewhere")
     for p in (path, *path.parents):
         if p.exists():

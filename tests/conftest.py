@@ -45,3 +45,15 @@ def pytest_collection_modifyitems(config, items):
         for item in items:
             if marker in item.keywords:
                 item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def cuda_toolchain():
+    """nvcc and the pinned CUTLASS headers (the cuda extra), or a skip that says which is missing."""
+    from aitgen.codegen import locate
+    from aitgen.errors import ToolchainError
+    try:
+        locate.nvcc()
+        locate.cutlass()
+    except ToolchainError as e:
+        pytest.skip(f"CUDA toolchain missing: {e}")

@@ -283,14 +283,7 @@ CUDA_TESTS = Path(__file__).resolve().parents[1] / "backends" / "cuda"
 
 
 @pytest.fixture(scope="module")
-def cuda_tools():
-    from aitgen.codegen import locate
-    from aitgen.errors import ToolchainError
-    try:
-        locate.nvcc()
-        locate.cutlass()
-    except ToolchainError as e:
-        pytest.skip(f"CUDA toolchain missing: {e}")
+def cuda_tools(cuda_toolchain):
     if str(CUDA_TESTS) not in sys.path:  # cuda_host_emu and the GEMM compile helpers live there
         sys.path.insert(0, str(CUDA_TESTS))
 

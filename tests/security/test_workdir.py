@@ -1,6 +1,6 @@
 """Hostile workdirs for compile_model (issue 10, item 5, workdir part).
 
-A workdir that is a file, lies under /proc, /sys or /dev, is empty, None or not a path, or holds a
+A workdir that is a file, lies under /proc, /sys or /dev (not /dev/shm), is empty, None or not a path, or holds a
 NUL is refused with WorkdirError before any work. Inside a workdir, a symlink where the build writes
 a file or a folder is replaced, never written through: a build must not touch anything outside its
 workdir. Numbers are compared with the numpy oracle at rtol = atol = 1e-4.
@@ -8,8 +8,10 @@ workdir. Numbers are compared with the numpy oracle at rtol = atol = 1e-4.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import textwrap
 from pathlib import Path
 
@@ -125,3 +127,14 @@ def test_cli_compile_into_a_bad_workdir_prints_one_line(tmp_path):
     assert "Traceback" not in proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("aitgen: WorkdirError: ") and str(a_file) in lines[0], lines
+
+
+@pytest.mark.skipif(not Path("/dev/shm").is_dir() or not os.access("/dev/shm", os.W_OK),
+                    reason="no writable /dev/shm here")
+def test_dev_shm_is_a_fine_workdir():
+    work = Path(tempfile.mkdtemp(dir="/dev/shm", prefix="aitgen_w"))
+    try:
+        with ag.compile_model(_outputs(), target="cpu", workdir=work / "m") as model:
+            _assert_oracle(model)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)

@@ -1,7 +1,7 @@
 """CUDA test tiers.
 
 - Compile-only tests (default tier, and `cuda_compile` for zoo-sized builds) need nvcc and the
-  pinned CUTLASS, not a GPU; the `cuda_toolchain` fixture skips them, naming what is missing.
+  pinned CUTLASS, not a GPU; the `cuda_toolchain` fixture (tests/conftest.py) skips them, naming what is missing.
 - `gpu` tests need a device and its driver: skipped here before any fixture runs, so no build is
   spent on a machine that cannot run it. They build for the present GPU's arch (`gpu_arch`).
 """
@@ -9,24 +9,12 @@ from __future__ import annotations
 
 import pytest
 
-from aitgen.codegen import locate
-from aitgen.errors import ToolchainError
 from aitgen.runtime import device
 
 
 def pytest_runtest_setup(item):
     if item.get_closest_marker("gpu") is not None and not device.cuda_available():
         pytest.skip(f"gpu: {device._probe()[1]}")
-
-
-@pytest.fixture(scope="session")
-def cuda_toolchain():
-    """nvcc and the pinned CUTLASS headers, or a skip that says which is missing."""
-    try:
-        locate.nvcc()
-        locate.cutlass()
-    except ToolchainError as e:
-        pytest.skip(f"CUDA toolchain missing: {e}")
 
 
 @pytest.fixture(scope="session")
