@@ -37,6 +37,7 @@ FORMAT = 2   # model.json's layout; aitgen.runtime.artifacts reads this one only
 # Kernel file systems: a build there fails half-way or writes where it must not.
 _SYSTEM_TREES = (Path("/proc"), Path("/sys"), Path("/dev"))
 _LIBRARY = re.compile(r"model_[0-9a-f]{16}\.so")
+_DRAWINGS = ("graph.html", "memory.png")   # what `aitgen inspect DIR` draws from graph.json
 # A second build into a workdir waits for the first; CUDA builds of large models take many minutes.
 BUILD_LOCK_TIMEOUT = 3600.0
 
@@ -207,10 +208,17 @@ def compile_model(outputs: Union[Outputs, Graph], target: str = "auto", workdir:
         # What `aitgen inspect DIR` draws: the final graph, the kernels each op became, the memory plan.
         write_graph_json(work, graph, calls, plan)
         build_mod.atomic_write(work / MODEL_JSON, json.dumps(meta, indent=1).encode())
+        # A process that has an old library loaded keeps its mapping: unlinking a mapped file is safe.
         for old in work.glob("model_*.so"):
             # Only files of our form: a folder of that name is not ours to remove.
             if old.name != library and _LIBRARY.fullmatch(old.name) and (old.is_symlink() or old.is_file()):
                 old.unlink(missing_ok=True)
+        # Drawn from the previous build's graph.json by `aitgen inspect DIR`: left here they would
+        # show a graph this workdir no longer holds.
+        for drawn in _DRAWINGS:
+            p = work / drawn
+            if p.is_symlink() or p.is_file():
+                p.unlink(missing_ok=True)
         if not load:
             return work
         return Model.load(work, num_runtimes=num_runtimes)

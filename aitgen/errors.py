@@ -91,3 +91,22 @@ class StateDictError(AitgenError, KeyError):
 
     def __str__(self) -> str:  # KeyError would quote the message
         return str(self.args[0]) if self.args else ""
+
+
+class UsageError(AitgenError, ValueError):
+    """A command-line argument aitgen cannot use: malformed, naming a file that is not there, or
+    not applying to the model given; the message says what to write instead."""
+
+
+class OutputDirError(AitgenError, ValueError):
+    """A folder that outputs cannot be written into (`aitgen run --out`): a file, a system path,
+    or not writable."""
+
+
+class UnknownDimError(ShapeError):
+    """dim_bounds (the CLI's --dim) names a dim the model does not have. `unknown` lists those
+    names, `known` the model's symbolic dims."""
+
+    def __init__(self, message: str, unknown=(), known=()):
+        super().__init__(message)
+        self.unknown, self.known = list(unknown), list(known)

@@ -77,6 +77,9 @@ def profile_aitgen(work: Path, feeds: dict, iters: int) -> dict:
     for old in prof.glob("model_*.so"):
         if old.name != library:
             old.unlink()
+    # Replace, never write through: an earlier version of this script left a symlink to the
+    # workdir's weights here, and copying onto it fails (SameFileError) or would clobber them.
+    (prof / "weights.safetensors").unlink(missing_ok=True)
     shutil.copyfile(work / "weights.safetensors", prof / "weights.safetensors")
     sha = hashlib.sha256((prof / library).read_bytes()).hexdigest()
     (prof / "model.json").write_text(json.dumps({**meta, "library": library, "library_sha256": sha}))

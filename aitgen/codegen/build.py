@@ -285,17 +285,67 @@ def _run_ninja(workdir: Path, jobs: int, on_compiled) -> tuple[int, list[str]]:
 # build
 # ---------------------------------------------------------------------------------------------
 
+PROGRESS_INTERVAL = 5.0   # seconds between progress lines in a log
+
+
+class _LogProgress:
+    """Progress for a log (stderr not a terminal): a plain line when compiling starts, at most one
+    every PROGRESS_INTERVAL seconds while objects finish, and one at the end. No carriage returns,
+    so CI logs and `2> build.log` stay readable."""
+
+    def __init__(self, total: int, cached: int, name: str, stream=None, interval: float | None = None):
+        self.total, self.cached, self.name = total, cached, name
+        self.stream = stream if stream is not None else sys.stderr
+        self.interval = PROGRESS_INTERVAL if interval is None else interval
+        self.compiled = 0
+        self.t0 = self.last = time.monotonic()
+        if total > cached:
+            self._line()
+
+    def _line(self) -> None:
+        done = self.cached + self.compiled
+        try:
+            print(f"build {self.name}: {done}/{self.total} objects ({self.cached} cached, {self.compiled} "
+                  f"compiled), {time.monotonic() - self.t0:.1f} s", file=self.stream, flush=True)
+        except (OSError, ValueError):   # a closed log must not fail the build
+            pass
+
+    def update(self, compiled: int) -> None:
+        self.compiled = compiled
+        now = time.monotonic()
+        if now - self.last >= self.interval:
+            self.last = now
+            self._line()
+
+    def close(self, ok: bool = True) -> None:
+        if ok:   # a failed build ends with its error, not with a count
+            self._line()
+
+
+class _BarProgress:
+    def __init__(self, bar, cached: int):
+        self.bar, self.cached = bar, cached
+
+    def update(self, compiled: int) -> None:
+        self.bar.update(1)
+        self.bar.set_postfix_str(f"compiled {compiled}, cached {self.cached}")
+
+    def close(self, ok: bool = True) -> None:
+        self.bar.close()
+
+
 def _progress_bar(total: int, cached: int, name: str):
-    """A tqdm bar on a terminal, else None (logs and CI get no carriage-return noise)."""
-    if not sys.stderr.isatty():
-        return None
-    try:
-        from tqdm import tqdm
-    except ImportError:   # a bar is a nicety: never fail a build for it
-        return None
-    bar = tqdm(total=total, initial=cached, desc=f"build {name}", unit="obj", leave=False)
-    bar.set_postfix_str(f"compiled 0, cached {cached}")
-    return bar
+    """A tqdm bar on a terminal; plain lines in a log (_LogProgress), or where tqdm is missing."""
+    if sys.stderr.isatty():
+        try:
+            from tqdm import tqdm
+        except ImportError:   # a bar is a nicety: never fail a build for it
+            pass
+        else:
+            bar = tqdm(total=total, initial=cached, desc=f"build {name}", unit="obj", leave=False)
+            bar.set_postfix_str(f"compiled 0, cached {cached}")
+            return _BarProgress(bar, cached)
+    return _LogProgress(total, cached, name)
 
 
 def _check_names(sources: list[Source]) -> None:
@@ -329,6 +379,8 @@ def build(sources: list[Source], out_so: Path, *, compiler: locate.Tool | str, f
     the objects on the link line (libraries, -fopenmp). Commands run in ``workdir`` with paths
     relative to it. Builds in one workdir take turns (a file lock); the cache is shared safely.
     Raises BuildError naming the failing source, with the command and the compiler's first errors.
+    ``progress``: a bar on stderr when it is a terminal, else a plain line every PROGRESS_INTERVAL
+    seconds while compiling and one at the end.
     """
     t0 = time.perf_counter()
     sources = list(sources)
@@ -405,17 +457,18 @@ def _build_locked(sources, out_so, tool, flags, link_flags, workdir, cache, jobs
     def on_compiled():
         done[0] += 1
         if bar is not None:
-            bar.update(1)
-            bar.set_postfix_str(f"compiled {done[0]}, cached {len(hits)}")
+            bar.update(done[0])
 
+    ok = False
     try:
         rc, out = _run_ninja(workdir, max(1, jobs or os.cpu_count() or 1), on_compiled)
+        ok = rc == 0
     except BaseException:
         tmp_so.unlink(missing_ok=True)
         raise
     finally:
         if bar is not None:
-            bar.close()
+            bar.close(ok)
     if rc != 0:
         tmp_so.unlink(missing_ok=True)
         # Keep what did compile: one broken kernel should not cost the next build all the others.

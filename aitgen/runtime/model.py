@@ -288,7 +288,10 @@ class Model:
         return dict(zip(self.output_specs, outs))
 
     def benchmark(self, inputs: Mapping[str, np.ndarray], iters: int = 50, warmup: int = 5) -> dict[str, float]:
-        """Latency of `run` in milliseconds: median, mean, min over `iters` timed calls."""
+        """Latency of `run` in milliseconds over `iters` timed calls, after `warmup` untimed ones:
+        median_ms, p90_ms, p99_ms (linear interpolation between the closest runs), min_ms, max_ms,
+        mean_ms, stdev_ms (sample standard deviation; 0 for one run), and iters. The spread tells
+        a steady model from one with a few slow runs, which pull the mean far above the median."""
         iters = _count(iters, "iters", 1, MAX_ITERS)
         warmup = _count(warmup, "warmup", 0, MAX_ITERS)
         for _ in range(warmup):
@@ -298,8 +301,10 @@ class Model:
             t0 = time.perf_counter()
             self.run(inputs)
             times.append((time.perf_counter() - t0) * 1e3)
+        p90, p99 = (float(v) for v in np.percentile(times, [90, 99]))
         return {"median_ms": statistics.median(times), "mean_ms": statistics.fmean(times), "min_ms": min(times),
-                "iters": iters}
+                "iters": iters, "p90_ms": p90, "p99_ms": p99, "max_ms": max(times),
+                "stdev_ms": statistics.stdev(times) if iters > 1 else 0.0}
 
     def set_constants(self, values: Mapping[str, np.ndarray]) -> None:
         """Replace constants by name (names as in report/graph after name_graph), each an array of

@@ -51,7 +51,8 @@ def load(model, *, dim_bounds: Optional[Mapping[str, tuple[int, int]]] = None,
     type of named inputs. `constant_inputs` freezes named graph inputs to the given arrays: they
     become import-time constants, which ops that need a value while compiling (a Reshape target,
     Slice starts, Pad pads fed as graph inputs) require. Errors: UnsupportedOpError (naming node, op type and opset) for what
-    aitgen cannot express; ImportError_ for a malformed model.
+    aitgen cannot express; ImportError_ for a malformed model; UnknownDimError (a ShapeError) for a
+    `dim_bounds` name that is not a symbolic dim of the model's inputs.
     """
     return load_model(model, dim_bounds=dim_bounds, default_dim_bound=default_dim_bound,
                       input_dtypes=input_dtypes, constant_inputs=constant_inputs)

@@ -16,7 +16,7 @@ from typing import Any, Mapping, Optional
 
 import numpy as np
 
-from ...errors import AitgenError, ImportError_, InvalidNameError, UnsupportedOpError
+from ...errors import AitgenError, ImportError_, InvalidNameError, UnknownDimError, UnsupportedOpError
 from ...ir.dims import Dim, IntImm, IntVar
 from ...ir.dtype import as_dtype
 from ...ir.tensor import Tensor, constant
@@ -174,6 +174,12 @@ class Loader:
         if self.constant_inputs:
             raise ImportError_(f"constant_inputs names {sorted(self.constant_inputs)}, which are not graph "
                                f"inputs; the inputs are {[vi.name for vi in g.input]}")
+        # A misspelt name would otherwise be ignored and its dim built with the default bounds.
+        unknown = sorted(set(self.dim_bounds) - set(self.vars))
+        if unknown:
+            known = sorted(self.vars)
+            raise UnknownDimError(f"dim_bounds names {unknown}, which are not symbolic dims of this model's "
+                                  f"inputs (its symbolic dims: {known})", unknown, known)
         for idx, node in self._sorted_nodes(g):
             self.convert(node, idx)
         outputs: dict[str, Tensor] = {}
