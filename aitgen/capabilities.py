@@ -24,6 +24,9 @@ class Capabilities:
     operand_views: frozenset[OpKind] = frozenset()   # read operands through attrs.operand_views
     strided_output: frozenset[OpKind] = frozenset()  # write the result at strides the memory plan gives
     grouped: frozenset[OpKind] = frozenset()         # member kinds of a GROUPED op they render
+    # Byte alignment of every arena tensor's base (backend.yaml `alignment`): memory planning
+    # places buffers and in-place concat slices at multiples of it.
+    alignment: int = 64
 
 
 def caps_of(opts: "CompileOptions") -> Capabilities:

@@ -14,6 +14,18 @@ import pytest
 
 GOLDEN_DIR = pathlib.Path(__file__).parent / "golden"
 
+# Property tests draw new random graphs on every run, which is how they find bugs. CI sets
+# HYPOTHESIS_PROFILE=ci: the same examples every run (derandomize), so a red run is reproducible
+# with `HYPOTHESIS_PROFILE=ci pytest ...` and never a new draw's luck.
+try:
+    from hypothesis import settings as _hyp_settings
+except ImportError:  # the dev extra is absent: the property tests skip on their own
+    pass
+else:
+    _hyp_settings.register_profile("ci", derandomize=True, database=None, print_blob=True)
+    _hyp_settings.register_profile("dev", print_blob=True)
+    _hyp_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
+
 
 def pytest_addoption(parser):
     parser.addoption("--update-golden", action="store_true", help="rewrite tests/golden/* from the current output")

@@ -28,6 +28,8 @@ class BackendConfig:
     default_arch: Optional[str] = None
     arch_aliases: tuple[tuple[str, str], ...] = ()
     capabilities: tuple[tuple[str, str], ...] = ()         # "9.0" -> "sm_90a"
+    # Byte alignment of every arena tensor's base: the strictest any of the backend's kernels asks.
+    alignment: int = 64
 
     @property
     def arch_names(self) -> list[str]:
@@ -99,4 +101,11 @@ def load_backend(name: str) -> BackendConfig:
                          archs=_pairs(raw, "archs", lambda v: tuple(str(f) for f in v)),
                          default_arch=raw.get("default_arch"),
                          arch_aliases=_pairs(raw, "arch_aliases", str),
-                         capabilities=_pairs(raw, "capabilities", str))
+                         capabilities=_pairs(raw, "capabilities", str),
+                         alignment=_alignment(raw.get("alignment", 64), path))
+
+
+def _alignment(value, path) -> int:
+    if not isinstance(value, int) or value < 16 or value & (value - 1):
+        raise ValueError(f"{path}: alignment must be a power of two >= 16, got {value!r}")
+    return value

@@ -78,7 +78,16 @@ def capabilities(target: str) -> Capabilities:
     return Capabilities(target=target, kinds=frozenset(k for (b, k) in _LOWERINGS if b == target),
                         epilogue=frozenset(k for (b, k) in _EPILOGUES if b == target),
                         operand_views=having("operand_views"), strided_output=having("strided_output"),
-                        grouped=_GROUPED.get(target, frozenset()))
+                        grouped=_GROUPED.get(target, frozenset()),
+                        alignment=_alignment(target))
+
+
+def _alignment(target: str) -> int:
+    """backend.yaml's alignment; the default for a backend registered without a folder (tests)."""
+    try:
+        return load_backend(target).alignment
+    except ValueError:
+        return Capabilities.alignment
 
 
 def supported_kinds(backend: str) -> set[OpKind]:

@@ -72,8 +72,9 @@ def check_limits(graph: Graph, plan: MemoryPlan, constants: dict[int, dict[str, 
         if n > MAX_SIZE:
             refuse(f"tensor '{user_name(graph, t)}' ({t.dtype.short}{[str(d) for d in t.shape]})", n)
     for t, off in plan.offsets.items():
-        if off + align(t.nbytes_upper()) > MAX_SIZE:
-            refuse(f"tensor '{user_name(graph, t)}' at arena offset {off}", off + align(t.nbytes_upper()))
+        end = off + align(t.nbytes_upper(), plan.alignment)
+        if end > MAX_SIZE:
+            refuse(f"tensor '{user_name(graph, t)}' at arena offset {off}", end)
     if plan.arena_bytes > MAX_SIZE:
         refuse("the activation arena", plan.arena_bytes)
     for c in constants.values():

@@ -132,7 +132,8 @@ def graph_description(graph: Graph, calls, plan: Optional[MemoryPlan] = None) ->
         for t, off in plan.offsets.items():
             first = step.get(id(t.producer), 0)
             last = max([step[id(u)] for u in t.users if id(u) in step] + [first])
-            row = {"name": t.name, "offset": off, "size": align(t.nbytes_upper()), "first": first, "last": last}
+            row = {"name": t.name, "offset": off, "size": align(t.nbytes_upper(), plan.alignment), "first": first,
+                   "last": last}
             if t.producer is not None and is_view(t.producer):
                 row["view_of"] = plan.aliases[t].name if t in plan.aliases else t.producer.inputs[0].name
             if id(t) in in_place:

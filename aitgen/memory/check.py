@@ -5,7 +5,7 @@ from ..errors import MemoryPlanError, op_label
 from ..ir.graph import Graph
 from ..ir.op import OpKind
 from .concat import class_strides, concat_slices, strided_slices
-from .plan import ALIGN, MemoryPlan, align, in_place_candidates, is_internal, lifetime, schedule, view_classes
+from .plan import MemoryPlan, align, in_place_candidates, is_internal, lifetime, schedule, view_classes
 
 
 def check_plan(graph: Graph, plan: MemoryPlan) -> None:
@@ -24,10 +24,11 @@ def check_plan(graph: Graph, plan: MemoryPlan) -> None:
     for t, off in plan.offsets.items():
         if id(t) not in in_graph or not is_internal(t, step, outs):
             fail(f"{t!r} is in the arena but is not an intermediate of this graph")
-        if off < 0 or off % ALIGN:
-            fail(f"{t!r} has offset {off}, not a non-negative multiple of {ALIGN}")
-        if off + align(t.nbytes_upper()) > plan.arena_bytes:
-            fail(f"{t!r} ends at {off + align(t.nbytes_upper())}, past the arena ({plan.arena_bytes} bytes)")
+        if off < 0 or off % plan.alignment:
+            fail(f"{t!r} has offset {off}, not a non-negative multiple of {plan.alignment}")
+        end = off + align(t.nbytes_upper(), plan.alignment)
+        if end > plan.arena_bytes:
+            fail(f"{t!r} ends at {end}, past the arena ({plan.arena_bytes} bytes)")
 
     units = []  # (members, offset, size, start, end) per view class in the arena
     unit_of: dict[int, int] = {}
@@ -47,7 +48,7 @@ def check_plan(graph: Graph, plan: MemoryPlan) -> None:
         spans = [lifetime(t, step) for t in members]
         for t in members:
             unit_of[id(t)] = len(units)
-        units.append((members, plan.offsets[members[0]], max(align(t.nbytes_upper()) for t in members),
+        units.append((members, plan.offsets[members[0]], max(align(t.nbytes_upper(), plan.alignment) for t in members),
                       min(s for s, _ in spans), max(e for _, e in spans)))
 
     # Concat slices: a part's unit lies at its slice of the output's unit and lives in its bytes.
@@ -56,10 +57,10 @@ def check_plan(graph: Graph, plan: MemoryPlan) -> None:
         op = y.producer
         if op is None or id(op) not in step or op.kind is not OpKind.CONCAT or id(y) not in unit_of:
             fail(f"concat record for {y!r}: not the output of a concat in the arena")
-        deltas = concat_slices(op, ALIGN)
+        deltas = concat_slices(op, plan.alignment)
         layout = None
-        if deltas is None and strided_slices(op, ALIGN) is not None:
-            layout, deltas = strided_slices(op, ALIGN)
+        if deltas is None and strided_slices(op, plan.alignment) is not None:
+            layout, deltas = strided_slices(op, plan.alignment)
         for i, delta in parts.items():
             x = op.inputs[i] if 0 <= i < len(op.inputs) else None
             if deltas is None or x is None or deltas[i] != delta or id(x) not in unit_of:

@@ -19,14 +19,14 @@ from ..ops.registry import Category, get_opdef
 from .concat import place_children, place_concat_parts, span, strided_writer
 from .offsets import best_offsets
 
-ALIGN = 64  # a cache line, and enough for AVX-512 and every GPU vector load
+ALIGN = 64  # without a target's capabilities: a cache line, one AVX-512 vector
 
 
 @dataclasses.dataclass(eq=False)  # identity: the planner removes merged buffers by identity
 class Buffer:
     """One arena allocation: a root tensor, its views, and the results written over it in place."""
     tensors: list[Tensor]  # tensors[0] is the owner; every member has the same offset
-    size: int              # bytes, a multiple of ALIGN
+    size: int              # bytes, a multiple of the plan's alignment
     start: int             # first step that writes it
     end: int               # last step that reads any member
     offset: int = 0
@@ -54,6 +54,7 @@ class MemoryPlan:
     concat_in_place: dict[Tensor, dict[int, int]] = dataclasses.field(default_factory=dict)
     # a part of an inner-axis concat -> its element strides there (its producer writes it so)
     strided_writes: dict[Tensor, tuple] = dataclasses.field(default_factory=dict)
+    alignment: int = ALIGN   # every offset and buffer size is a multiple of it (caps.alignment)
 
     def offsets_by_name(self) -> dict[str, int]:
         out: dict[str, int] = {}
@@ -68,8 +69,8 @@ class MemoryPlan:
         return None if t in self.offsets else self.aliases.get(t, t)
 
 
-def align(n: int) -> int:
-    return -(-n // ALIGN) * ALIGN
+def align(n: int, alignment: int = ALIGN) -> int:
+    return -(-n // alignment) * alignment
 
 
 def is_view(op: Op) -> bool:
@@ -121,6 +122,7 @@ def plan_memory(graph: Graph, caps: Optional[Capabilities] = None) -> MemoryPlan
     """The plan of a graph after the pipeline. With the target's capabilities, the parts of
     inner-axis concats whose producers its kernels write at strides (caps.strided_output) are
     placed in the output too; without them those concats copy every part."""
+    alignment = caps.alignment if caps is not None else ALIGN
     step, outs = schedule(graph)
     aliases: dict[Tensor, Tensor] = {}
     view_copies: list[str] = []
@@ -140,7 +142,7 @@ def plan_memory(graph: Graph, caps: Optional[Capabilities] = None) -> MemoryPlan
                     aliases[t] = anchor
             continue
         spans = [lifetime(t, step) for t in members]
-        b = Buffer(list(members), max(align(t.nbytes_upper()) for t in members),
+        b = Buffer(list(members), max(align(t.nbytes_upper(), alignment) for t in members),
                    min(s for s, _ in spans), max(e for _, e in spans))
         buffers.append(b)
         for t in members:
@@ -149,7 +151,7 @@ def plan_memory(graph: Graph, caps: Optional[Capabilities] = None) -> MemoryPlan
                 aliases[t] = members[0]
     naive = sum(b.size for b in buffers)
     writer = strided_writer(caps) if caps is not None else None
-    concat_in_place, strided = place_concat_parts(graph, buf_of, ALIGN, writer)
+    concat_in_place, strided = place_concat_parts(graph, buf_of, alignment, writer)
 
     in_place: list[tuple[str, Tensor, Tensor]] = []
     for i, op in enumerate(graph.ops):
@@ -183,7 +185,7 @@ def plan_memory(graph: Graph, caps: Optional[Capabilities] = None) -> MemoryPlan
         place_children(b)
     offsets = {t: b.offset for b in buffers for t in b.tensors}
     return MemoryPlan(offsets, arena, lower, naive, in_place, aliases, view_copies, roots,
-                      strategy, tried, concat_in_place, strided)
+                      strategy, tried, concat_in_place, strided, alignment)
 
 
 def _viewed(inputs, attrs) -> set[int]:

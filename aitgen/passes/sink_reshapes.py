@@ -92,6 +92,18 @@ def _sink_through(graph: Graph, u: Op, y: Tensor, yr: Tensor) -> list[Op]:
         back.name = old.name
         graph.replace_all_uses(old, back)
         made.append(back.producer)
+        # A reshape reading the one just made reads `new` instead (or is `new`, shapes equal):
+        # no reshape chain is left for merge_view_chains, which ran before, to find next time.
+        for v in [v for v in back.users if v.kind is OpKind.RESHAPE]:
+            vout = v.outputs[0]
+            back.users = [x for x in back.users if x is not v]  # v is dead (graph.sort drops it)
+            if tuple(vout.shape) == tuple(new.shape):
+                graph.replace_all_uses(vout, new)
+                continue
+            direct = make_op1(OpKind.RESHAPE, [new], ReshapeAttrs(tuple(vout.shape)), v.name)
+            direct.name = vout.name
+            graph.replace_all_uses(vout, direct)
+            made.append(direct.producer)
     for t in u.inputs:  # u is dead: readers must not list it (graph.sort drops it)
         t.users = [x for x in t.users if x is not u]
     return made
@@ -134,4 +146,14 @@ def _operand_in(t: Tensor, src: Sequence[Dim], dst: Sequence[Dim], groups: Group
         shape.pop(0)  # leading 1s are implied by broadcasting
     if tuple(shape) == tuple(t.shape):
         return t
+    # A reshape of a reshape reads the first one's input (a view of a view is a view of the base),
+    # and the same operand sunk through twice takes one reshape: so the pipeline leaves no chain
+    # or twin for merge_view_chains or dedup, which ran before, to find on a second run.
+    while t.producer is not None and t.producer.kind is OpKind.RESHAPE:
+        t = t.producer.inputs[0]
+    if tuple(shape) == tuple(t.shape):
+        return t
+    for user in t.users:
+        if user.kind is OpKind.RESHAPE and tuple(user.outputs[0].shape) == tuple(shape):
+            return user.outputs[0]
     return make_op1(OpKind.RESHAPE, [t], ReshapeAttrs(tuple(shape)))

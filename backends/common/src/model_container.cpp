@@ -157,14 +157,24 @@ void read_at(int fd, char* dst, int64_t n, int64_t offset, const std::string& pa
 // container needs no JSON parser; a different header length means a file from another build.
 // Python's loader checks the header in full; this checks what reading needs, for C/C++ callers
 // too: a regular file (a FIFO would block the read forever) that holds every constant's bytes.
+// Where each constant lives in memory: at a multiple of kConstantAlign, whatever its offset in the
+// file. safetensors packs tensors with no padding, so two 2-byte scalars sorted first would leave
+// every weight after them 4 bytes off the 16-byte alignment that vector loads, CUTLASS and TMA
+// need; 256 is what cudaMalloc gives a buffer, so a constant is as aligned as a fresh allocation.
+constexpr int64_t kConstantAlign = 256;
+
 void load_weights(AitModel* m, const std::string& dir) {
   const AitModelInfo* info = m->info;
-  int64_t total = 0;
+  int64_t file_end = 0, total = 0;
+  std::vector<int64_t> placed(info->num_constants > 0 ? info->num_constants : 1, 0);
   for (int i = 0; i < info->num_constants; ++i) {
     const AitConstantInfo& c = info->constants[i];
-    if (c.offset < 0 || c.nbytes < 0 || c.offset > INT64_MAX - c.nbytes)
+    if (c.offset < 0 || c.nbytes < 0 || c.offset > INT64_MAX - c.nbytes ||
+        c.nbytes > INT64_MAX - kConstantAlign - total)
       throw std::runtime_error(std::string("constant '") + c.name + "' has a bad offset or size");
-    total = std::max<int64_t>(total, c.offset + c.nbytes);
+    file_end = std::max<int64_t>(file_end, c.offset + c.nbytes);
+    placed[i] = total;
+    total += (c.nbytes + kConstantAlign - 1) / kConstantAlign * kConstantAlign;
   }
   m->weights = std::make_unique<ModelMemory>(total, "the constants");
   m->constant_ptrs.assign(info->num_constants > 0 ? info->num_constants : 1, nullptr);
@@ -183,22 +193,27 @@ void load_weights(AitModel* m, const std::string& dir) {
   if (static_cast<int64_t>(header) != info->weights_header_bytes || info->weights_header_bytes < 0)
     throw std::runtime_error(path + " does not belong to this build (header length differs)");
   const int64_t data = 8 + info->weights_header_bytes;
-  if (data > INT64_MAX - total || size < data + total)
+  if (data > INT64_MAX - file_end || size < data + file_end)
     throw std::runtime_error(path + " is truncated: " + std::to_string(size) + " bytes, the constants need " +
-                             std::to_string(data + total));
-  if (ait::hooks::memory_is_host()) {
-    read_at(f.fd, m->weights->ptr, total, data, path);
-  } else {
-    // Device memory: through a bounded host buffer, so a large model needs no second full copy.
-    const int64_t chunk = std::min<int64_t>(total, int64_t{64} << 20);
-    std::vector<char> staging(static_cast<size_t>(std::max<int64_t>(chunk, 1)));
-    for (int64_t done = 0; done < total; done += chunk) {
-      const int64_t n = std::min(chunk, total - done);
-      read_at(f.fd, staging.data(), n, data + done, path);
-      ait::hooks::upload(m->weights->ptr + done, staging.data(), static_cast<size_t>(n));
+                             std::to_string(data + file_end));
+  const bool host = ait::hooks::memory_is_host();
+  // Device memory goes through a bounded host buffer, so a large model needs no second full copy.
+  std::vector<char> staging(host ? 0 : static_cast<size_t>(std::min<int64_t>(total, int64_t{64} << 20)));
+  for (int i = 0; i < info->num_constants; ++i) {
+    const AitConstantInfo& c = info->constants[i];
+    char* dst = m->weights->ptr + placed[i];
+    m->constant_ptrs[i] = dst;
+    if (host) {
+      read_at(f.fd, dst, c.nbytes, data + c.offset, path);
+      continue;
+    }
+    const int64_t chunk = static_cast<int64_t>(staging.size());
+    for (int64_t done = 0; done < c.nbytes; done += chunk) {
+      const int64_t n = std::min(chunk, c.nbytes - done);
+      read_at(f.fd, staging.data(), n, data + c.offset + done, path);
+      ait::hooks::upload(dst + done, staging.data(), static_cast<size_t>(n));
     }
   }
-  for (int i = 0; i < info->num_constants; ++i) m->constant_ptrs[i] = m->weights->ptr + info->constants[i].offset;
 }
 
 int tensor_info(const AitTensorInfo* t, int n, int i, const char** name, int* dtype, int* rank, int64_t* shape) {

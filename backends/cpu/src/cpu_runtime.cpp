@@ -17,10 +17,11 @@ void init() {}
 bool memory_is_host() { return true; }
 
 void* alloc(size_t bytes, const char* what) {
-  // 64-byte alignment: the memory plan aligns every offset to 64, and vector loads want it.
-  size_t n = (bytes + 63) / 64 * 64;
-  if (n == 0) n = 64;
-  void* p = std::aligned_alloc(64, n);
+  // 256-byte alignment, as cudaMalloc gives: constants are placed at multiples of 256 in it, and the
+  // memory plan aligns every arena offset to the target's alignment (64 here).
+  size_t n = (bytes + 255) / 256 * 256;
+  if (n == 0) n = 256;
+  void* p = std::aligned_alloc(256, n);
   if (!p) throw std::runtime_error(std::string("out of memory allocating ") + std::to_string(n) + " bytes for " + what);
   return p;
 }
