@@ -60,6 +60,10 @@ class LimitError(ShapeError):
     the message names the tensor or dim at fault."""
 
 
+class TargetError(AitgenError, ValueError):
+    """A target or arch that does not exist (or is not built yet): the message lists those that do."""
+
+
 class WorkdirError(AitgenError, ValueError):
     """A workdir that cannot hold a build (a file, a system path, empty) or is being built by another
     process that does not let go."""

@@ -8,6 +8,7 @@ from typing import Callable, Optional
 import yaml
 
 from .._paths import backends_dir
+from ..errors import TargetError
 from . import locate
 
 
@@ -40,7 +41,7 @@ class BackendConfig:
         `capability()`, called only then), else default_arch. None for a backend without archs."""
         if not self.archs:
             if arch is not None:
-                raise ValueError(f"target '{self.name}' takes no arch (got {arch!r})")
+                raise TargetError(f"target '{self.name}' takes no arch (got {arch!r})")
             return None
         if arch is None:
             cc = capability()
@@ -48,13 +49,13 @@ class BackendConfig:
                 key = f"{cc[0]}.{cc[1]}"
                 found = dict(self.capabilities).get(key)
                 if found is None:
-                    raise ValueError(f"the GPU present has compute capability {key}, which target '{self.name}' "
+                    raise TargetError(f"the GPU present has compute capability {key}, which target '{self.name}' "
                                      f"does not build for (it builds {self.arch_names}); pass arch= explicitly")
                 return found
             return self.default_arch
         arch = dict(self.arch_aliases).get(arch, arch)
         if arch not in self.arch_names:
-            raise ValueError(f"unknown arch {arch!r} for target '{self.name}'; expected one of {self.arch_names}")
+            raise TargetError(f"unknown arch {arch!r} for target '{self.name}'; expected one of {self.arch_names}")
         return arch
 
     def compile_flags(self, arch: Optional[str] = None) -> list[str]:
@@ -90,7 +91,8 @@ def _pairs(raw: dict, key: str, convert=lambda v: v) -> tuple:
 def load_backend(name: str) -> BackendConfig:
     path = backends_dir() / name / "backend.yaml"
     if not path.exists():
-        raise ValueError(f"unknown target '{name}' (no {path})")
+        known = sorted(d.name for d in backends_dir().iterdir() if (d / "backend.yaml").is_file())
+        raise TargetError(f"unknown target '{name}' (no {path}); the targets are {known}")
     raw = yaml.safe_load(path.read_text())
     return BackendConfig(name=name, compiler=raw["compiler"], cxxflags=tuple(raw.get("cxxflags", [])),
                          ldflags=tuple(raw.get("ldflags", [])), includes=tuple(raw.get("includes", [])),

@@ -11,7 +11,7 @@ import importlib
 from typing import Callable, Optional
 
 from ..capabilities import Capabilities
-from ..errors import UnsupportedOpError
+from ..errors import TargetError, UnsupportedOpError
 from ..ir.dims import prod
 from ..ir.graph import Graph
 from ..ir.op import Op, OpKind
@@ -86,7 +86,7 @@ def _alignment(target: str) -> int:
     """backend.yaml's alignment; the default for a backend registered without a folder (tests)."""
     try:
         return load_backend(target).alignment
-    except ValueError:
+    except TargetError:
         return Capabilities.alignment
 
 
