@@ -65,6 +65,11 @@ _SM80_16 = (
     _sm80((64, 128, 32), (32, 64, 32), 4),
     _sm80((64, 64, 32), (32, 32, 32), 5),
     _sm80((128, 128, 32), (64, 64, 32), 4, streamk=True),
+    # Split-K bases for small M (the heuristic runs them with split_k > 1, a run-time argument of
+    # the same instance): a 128-token GEMM has too few output tiles for 108 SMs otherwise.
+    _sm80((128, 64, 32), (64, 32, 32), 4, streamk=True),
+    _sm80((64, 128, 32), (32, 64, 32), 4, streamk=True),
+    _sm80((64, 64, 32), (32, 32, 32), 5, streamk=True),
 )
 _SM80_TF32 = (
     _sm80((128, 128, 16), (64, 64, 16), 4),
@@ -72,10 +77,14 @@ _SM80_TF32 = (
     _sm80((128, 64, 16), (64, 32, 16), 4),
     _sm80((64, 64, 16), (32, 32, 16), 5),
     _sm80((128, 128, 16), (64, 64, 16), 4, streamk=True),
+    _sm80((128, 64, 16), (64, 32, 16), 4, streamk=True),
+    _sm80((64, 64, 16), (32, 32, 16), 5, streamk=True),
 )
 # Hopper: 128x256 cooperative with a 2x1 cluster is what reaches cuBLAS on large bf16/f16 GEMMs
 # (TMA multicast halves B's loads); pingpong overlaps one warp group's epilogue with the other's
-# MMAs and wins when K is short; 64-row tiles keep small M from wasting half a tile.
+# MMAs and wins when K is short; 64-row tiles keep small M from wasting half a tile. Stream-K /
+# split-K needs the cooperative schedule (CUTLASS's pingpong kernel static_asserts against the
+# stream-K scheduler), and cooperative needs 128-row tiles: 128x64 is the smallest splittable tile.
 _SM90_16 = (
     _sm90((128, 256, 64), (2, 1), "cooperative"),
     _sm90((256, 128, 64), (1, 2), "cooperative"),
@@ -84,7 +93,9 @@ _SM90_16 = (
     _sm90((128, 128, 64), (1, 1), "pingpong"),
     _sm90((64, 128, 64), (1, 1), "pingpong"),
     _sm90((64, 256, 64), (1, 1), "pingpong"),
+    _sm90((64, 64, 64), (1, 1), "pingpong"),
     _sm90((128, 128, 64), (1, 1), "cooperative", streamk=True),
+    _sm90((128, 64, 64), (1, 1), "cooperative", streamk=True),
 )
 
 
@@ -105,3 +116,8 @@ def conv_candidates(dtype: DType) -> tuple[GemmConfig, ...]:
 
 def find(cands: tuple[GemmConfig, ...], name: str) -> Optional[GemmConfig]:
     return next((c for c in cands if c.name == name), None)
+
+
+def base(cfg: GemmConfig) -> GemmConfig:
+    """The candidate a split-K config runs: split_k is a run-time argument of the same kernel."""
+    return dataclasses.replace(cfg, split_k=1)

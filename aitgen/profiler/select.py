@@ -14,7 +14,7 @@ from typing import Optional
 from ..ir.dims import Dim
 from ..ir.dtype import DType
 from .cache import ProfileCache, ProfileKey
-from .candidates import GemmConfig, find
+from .candidates import GemmConfig, base, find
 from .heuristic import choose_gemm
 
 
@@ -62,8 +62,9 @@ def winner(p: Problem, m: int, build_arch: str, cache: Optional[ProfileCache], c
             cfg = find(p.candidates, hit[0].get("name", ""))
             if cfg is not None:  # a config since dropped from the candidates falls to the heuristic
                 return cfg
-    cfg = choose_gemm(p.arch, p.dtype, m, p.n.upper, p.k.upper, p.l.upper, streamk=p.streamk)
-    return cfg if cfg in p.candidates else p.candidates[0]
+    cfg = choose_gemm(p.arch, p.dtype, m, p.n.upper, p.k.upper, p.l.upper, streamk=p.streamk, cands=p.candidates,
+                      target=build_arch)
+    return cfg if base(cfg) in p.candidates else p.candidates[0]
 
 
 def dispatch(p: Problem, build_arch: str, cache: Optional[ProfileCache], cutlass_version: str) -> list[dict]:
