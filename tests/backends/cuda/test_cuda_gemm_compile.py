@@ -290,3 +290,29 @@ def test_profiler_binary_builds(cuda_toolchain, tmp_path):
     (kind, (sources, entries, _)), = cuda_profile.render_sources([job], None, "sm_80").items()
     binary = cuda_profile.build_binary(kind, sources, entries, tmp_path, "sm_80", jobs=1)
     assert binary.exists() and [e.m for e in entries] == [1, 2, 4, 8, 16]
+
+
+@pytest.mark.cuda_compile
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
+def test_heuristic_bert_configs_compile(cuda_toolchain, tmp_path, arch):
+    """The kernels the heuristic gives bert_base's GEMMs at 128 tokens (issue 12: tiles against
+    the SMs) instantiate: split-K through the stream-K swizzle (sm_80) or scheduler (sm_90a, 128x64
+    cooperative), 64x64 pingpong tiles. One TU per arch, one instance per distinct kernel (sm_90a
+    ~70 s and 4.5 GB on our machines, sm_80 ~45 s)."""
+    from aitgen.ir.dtype import DType
+    from aitgen.profiler import candidates as cands
+    from aitgen.profiler.heuristic import choose_gemm
+    rng = np.random.default_rng(0)
+    m = ag.IntVar("tokens", 1, 128)
+    x, r = ag.Tensor([m, 3072], dtype="float16", name="x"), ag.Tensor([m, 768], dtype="float16", name="res")
+    outs = {"y": ops.gelu(ops.linear(x, _const((768, 3072), "float16", rng), _const((768,), "float16", rng))) + r}
+    spec = _heuristic_call(outs, arch)
+    p = spec.param_dict()
+    picks = []
+    for n, k in ((2304, 768), (768, 768), (3072, 768), (768, 3072)):   # QKV, attention out, FFN up, down
+        c = choose_gemm(arch, DType.float16, 128, n, k)
+        if all(cands.base(c) != cands.base(q) for q in picks):
+            picks.append(c)
+    assert any(c.split_k > 1 for c in picks)
+    p["configs"] = [dict(c.as_params(), max_m=64 * (i + 1) if i < len(picks) - 1 else None) for i, c in enumerate(picks)]
+    nvcc(render(spec.template, func=spec.func, **p), tmp_path, arch, f"gemm_bert_{arch}")
