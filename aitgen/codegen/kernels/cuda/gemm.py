@@ -183,6 +183,7 @@ def gemm_kernel(g: GemmProblem, arch: str, allow_tf32: bool) -> GemmKernel:
                   align_checks=checks)
     if which == "sm_90a":
         params["src"] = src
+        params["n_dims"] = len(dims)  # the argument cache's key reads all of d
         template = "gemm_sm90.cu.j2"
     else:
         params["instruction"] = [16, 8, 8] if dtype is DType.float32 else [16, 8, 16]
