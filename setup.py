@@ -34,6 +34,12 @@ setup(
         # CUTLASS: headers only, pin also in 3rdparty/cutlass.txt. cuda-bindings: the runtime's
         # device memory and checks (13.x wants a CUDA 13 driver, as the nvcc 13 builds do).
         "cuda": ["nvidia-cutlass==4.2.0.0", "cuda-bindings>=12.6"],
+        # `aitgen serve --engine ray` (aitgen/serving/ray.py): about 380 MB in a venv, under a minute of pip.
+        "serve": ["ray[serve]==2.60.0"],
+        # `aitgen serve --engine triton` (aitgen/serving/triton.py), apart from "serve" because it needs
+        # numpy<2: nvidia-pytriton 0.7.0 pins it, and its prebuilt Triton stub reads numpy 1's array
+        # layout (under numpy 2 every answer fails). Install it in a virtualenv of its own; ~210 MB.
+        "triton": ["nvidia-pytriton==0.7.0", "numpy>=1.24,<2"],
     },
     entry_points={"console_scripts": ["aitgen=aitgen.cli:main"]},
     include_package_data=True,

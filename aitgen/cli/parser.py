@@ -110,4 +110,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="also write every figure, the input shapes and the CPU's ISA as JSON to FILE; "
                             "--json alone prints only the JSON, on stdout")
     bench.set_defaults(func=cmd_bench)
+
+    # `aitgen serve` (Ray Serve / Triton): its parser imports neither engine; the command does.
+    from ..serving.cli import add_parser as add_serve
+    add_serve(sub)
     return p
