@@ -96,7 +96,7 @@ def _check_args(args: argparse.Namespace) -> Optional[str]:
 def run(args: argparse.Namespace) -> int:
     problem = _check_args(args)
     if problem:
-        print(f"aitgen serve: {problem}", file=sys.stderr)
+        print(f"aitgen: UsageError: {problem}", file=sys.stderr)   # the CLI's one-line form
         return 2
     stop = threading.Event()
     # Handlers before the engine starts: a SIGTERM during a slow start still ends it cleanly.
@@ -128,10 +128,10 @@ def _serve(args: argparse.Namespace, stop: threading.Event) -> int:
                                       batch_wait_ms=5.0 if args.batch_wait_ms is None else args.batch_wait_ms)
             where = server.url
     except ImportError as e:
-        print(f"aitgen serve: {_missing('nvidia-pytriton', 'triton', e)}", file=sys.stderr)
+        print(f"aitgen: EngineUnavailableError: {_missing('nvidia-pytriton', 'triton', e)}", file=sys.stderr)
         return 2
     except (AitgenError, OSError, RuntimeError, ValueError) as e:
-        print(f"aitgen serve: {type(e).__name__}: {e}", file=sys.stderr)
+        print(f"aitgen: {type(e).__name__}: {e}", file=sys.stderr)
         return 2
     # ray.init replaces the SIGTERM handler with its own (sys.exit): take it back.
     for s in _SIGNALS:
