@@ -77,6 +77,38 @@ def build(name, dt, m, n, k, repeat, args):
     return work, configs
 
 
+def measure(entry: dict, tdt, args, torch, ag) -> None:
+    """Time one shape at 1 and args.repeat GEMMs per run (aitgen and torch), into entry."""
+    name, dt, m, n, k = entry["case"], entry["dtype"], entry["m"], entry["n"], entry["k"]
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    a = [torch.randn(m, k, device="cuda", dtype=tdt, generator=gen) * 0.1 for _ in range(args.repeat)]
+    b = torch.randn(k, n, device="cuda", dtype=tdt, generator=gen) * 0.1
+    ms = {}
+    for rep in (1, args.repeat):
+        work, configs = build(name, dt, m, n, k, rep, args)
+        model = ag.Model.load(work)
+        try:
+            feeds = {"b": b, **{f"a{i}": a[i] for i in range(rep)}}
+            if rep == 1:
+                got = model.run(feeds)["c0"].float()
+                ref = torch.matmul(a[0], b).float()
+                entry["max_rel_diff_vs_torch"] = float((got - ref).abs().max() / ref.abs().max())
+                entry["configs"] = configs
+            ms[("aitgen", rep)] = median_ms(lambda mdl=model, f=feeds: mdl.run(f), torch.cuda.synchronize, args.iters,
+                                            args.rounds)
+        finally:
+            model.close()
+        ms[("torch", rep)] = median_ms(lambda r=rep, a=a, b=b: [torch.matmul(a[i], b) for i in range(r)],
+                                       torch.cuda.synchronize, args.iters, args.rounds)
+    flop = 2.0 * m * n * k
+    for who in ("aitgen", "torch"):
+        per = (ms[(who, args.repeat)] - ms[(who, 1)]) / (args.repeat - 1)
+        entry[f"{who}_ms"] = per
+        entry[f"{who}_tflops"] = flop / (per * 1e-3) / 1e12 if per > 0 else None
+    if entry["aitgen_tflops"] and entry["torch_tflops"]:
+        entry["ratio_vs_torch"] = entry["aitgen_tflops"] / entry["torch_tflops"]
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
     import torch
@@ -86,43 +118,27 @@ def main(argv=None) -> int:
         print("gpu_gemm_sweep: no CUDA device", file=sys.stderr)
         return 2
     results = {"device": torch.cuda.get_device_name(), "repeat": args.repeat, "cases": []}
-    for dt in args.dtypes:
-        tdt = getattr(torch, dt)
-        for name in args.shapes:
-            m, n, k = SHAPES[name]
-            gen = torch.Generator(device="cuda").manual_seed(0)
-            a = [torch.randn(m, k, device="cuda", dtype=tdt, generator=gen) * 0.1 for _ in range(args.repeat)]
-            b = torch.randn(k, n, device="cuda", dtype=tdt, generator=gen) * 0.1
-            entry = {"case": name, "dtype": dt, "m": m, "n": n, "k": k}
-            ms = {}
-            for rep in (1, args.repeat):
-                work, configs = build(name, dt, m, n, k, rep, args)
-                model = ag.Model.load(work)
-                feeds = {"b": b, **{f"a{i}": a[i] for i in range(rep)}}
-                if rep == 1:
-                    got = model.run(feeds)["c0"].float()
-                    ref = torch.matmul(a[0], b).float()
-                    entry["max_rel_diff_vs_torch"] = float((got - ref).abs().max() / ref.abs().max())
-                    entry["configs"] = configs
-                ms[("aitgen", rep)] = median_ms(lambda mdl=model, f=feeds: mdl.run(f), torch.cuda.synchronize, args.iters,
-                                                args.rounds)
-                model.close()
-                ms[("torch", rep)] = median_ms(lambda r=rep, a=a, b=b: [torch.matmul(a[i], b) for i in range(r)],
-                                               torch.cuda.synchronize, args.iters, args.rounds)
-            flop = 2.0 * m * n * k
-            for who in ("aitgen", "torch"):
-                per = (ms[(who, args.repeat)] - ms[(who, 1)]) / (args.repeat - 1)
-                entry[f"{who}_ms"] = per
-                entry[f"{who}_tflops"] = flop / (per * 1e-3) / 1e12 if per > 0 else None
-            if entry["aitgen_tflops"] and entry["torch_tflops"]:
-                entry["ratio_vs_torch"] = entry["aitgen_tflops"] / entry["torch_tflops"]
-            print(json.dumps(entry), flush=True)
-            results["cases"].append(entry)
-    big = [c.get("ratio_vs_torch") for c in results["cases"] if c["dtype"] == "bfloat16" and c["m"] * c["n"] >= 4096 ** 2]
-    results["large_bf16_min_ratio"] = min((r for r in big if r), default=None)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(results, indent=1))
+
+    def save() -> None:   # after every case: a time box or a crash keeps the cases already measured
+        big = [c.get("ratio_vs_torch") for c in results["cases"]
+               if c["dtype"] == "bfloat16" and c["m"] * c["n"] >= 4096 ** 2]
+        results["large_bf16_min_ratio"] = min((r for r in big if r), default=None)
+        out.write_text(json.dumps(results, indent=1))
+
+    for dt in args.dtypes:
+        for name in args.shapes:
+            m, n, k = SHAPES[name]
+            entry = {"case": name, "dtype": dt, "m": m, "n": n, "k": k}
+            try:
+                measure(entry, getattr(torch, dt), args, torch, ag)
+            except Exception as e:  # one failing shape must not cost the sweep the others
+                entry["error"] = f"{type(e).__name__}: {str(e)[:300]}"
+            print(json.dumps(entry), flush=True)
+            results["cases"].append(entry)
+            save()
+    save()
     print(f"gpu_gemm_sweep: wrote {out}")
     return 0
 

@@ -22,9 +22,55 @@ QUICK="${QUICK:-0}"
 export PYTHONUNBUFFERED=1
 # A build cache that outlives the steps (the tests and the benchmarks share kernels).
 export AITGEN_CACHE_DIR="${AITGEN_CACHE_DIR:-/tmp/aitgen-cache}"
+# Four test workers each start a build: without a cap that is 4 x (one job per core) nvcc processes,
+# 3-4 GB each for CUTLASS sm_90a units. Four jobs per build keeps 16 cores busy within memory.
+export AITGEN_BUILD_JOBS="${AITGEN_BUILD_JOBS:-4}"
 LOG="$OUT/gpu_check.log"
 : >"$LOG"
 STEPS="$(mktemp)"
+
+# summary.json from what exists so far: rewritten after every step and by the EXIT trap, so a
+# time box, a kill or a crash of this script still leaves every finished step's figures.
+write_summary() {
+  "$PY" - "$OUT" "$STEPS" <<'PYEOF' 2>&1
+import json, sys, xml.etree.ElementTree as ET
+from pathlib import Path
+out, steps = Path(sys.argv[1]), Path(sys.argv[2])
+summary = {"steps": {}}
+for line in steps.read_text().splitlines():
+    name, rc, secs, limit = line.split("\t")
+    summary["steps"][name] = {"exit": int(rc), "seconds": int(secs), "limit": int(limit), "timed_out": rc == "124"}
+junit = out / "gpu_tests.xml"
+if junit.exists():
+    root = ET.parse(junit).getroot()
+    suites = [root] if root.tag == "testsuite" else list(root)
+    tests = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0, "failed": []}
+    for s in suites:
+        for k in ("tests", "failures", "errors", "skipped"):
+            tests[k] += int(s.get(k, 0))
+        for case in s.iter("testcase"):
+            bad = case.find("failure") if case.find("failure") is not None else case.find("error")
+            if bad is not None:
+                tests["failed"].append({"test": f"{case.get('classname')}::{case.get('name')}",
+                                        "message": (bad.get("message") or "")[:300]})
+    tests["passed"] = tests["tests"] - tests["failures"] - tests["errors"] - tests["skipped"]
+    summary["gpu_tests"] = tests
+for name in ("gpu_vs_torch", "gemm_sweep", "gpu_bandwidth"):
+    p = out / f"{name}.json"
+    if p.exists():
+        try:
+            summary[name] = json.loads(p.read_text())
+        except ValueError as e:
+            summary[name] = {"error": f"unreadable: {e}"}
+(out / "summary.json").write_text(json.dumps(summary, indent=1))
+print(json.dumps({k: v for k, v in summary.items() if k != "gpu_vs_torch"}, indent=1)[:4000])
+PYEOF
+}
+trap 'write_summary | tee -a "$LOG"; rm -f "$STEPS"' EXIT
+# A signal ends the script through exit, so the EXIT trap runs (a SIGKILL cannot be trapped: the
+# summary written after the last finished step is what is left then).
+trap 'exit 143' TERM
+trap 'exit 130' INT
 
 # step NAME SECONDS CMD...: run CMD under `timeout` (SIGINT first, so pytest still writes its report),
 # log it, and record the exit status and time.
@@ -36,6 +82,7 @@ step() {
   local dt=$((SECONDS - t0))
   echo "== gpu_check: $name: exit $rc after ${dt}s$([[ $rc == 124 ]] && echo ' (time box hit)')" | tee -a "$LOG"
   printf '%s\t%s\t%s\t%s\n' "$name" "$rc" "$dt" "$limit" >>"$STEPS"
+  write_summary >/dev/null
 }
 
 # 1. carried wheels, then aitgen from this checkout
@@ -73,39 +120,4 @@ fi
 step gpu_bandwidth 30 "$PY" benchmarks/gpu_bandwidth.py --out "$OUT/gpu_bandwidth.json" \
   $([[ "$QUICK" == 1 ]] && echo "--mib 128 --no-compile")
 
-# 6. one JSON with everything
-"$PY" - "$OUT" "$STEPS" <<'PYEOF' 2>&1 | tee -a "$LOG"
-import json, sys, xml.etree.ElementTree as ET
-from pathlib import Path
-out, steps = Path(sys.argv[1]), Path(sys.argv[2])
-summary = {"steps": {}}
-for line in steps.read_text().splitlines():
-    name, rc, secs, limit = line.split("\t")
-    summary["steps"][name] = {"exit": int(rc), "seconds": int(secs), "limit": int(limit), "timed_out": rc == "124"}
-junit = out / "gpu_tests.xml"
-if junit.exists():
-    root = ET.parse(junit).getroot()
-    suites = [root] if root.tag == "testsuite" else list(root)
-    tests = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0, "failed": []}
-    for s in suites:
-        for k in ("tests", "failures", "errors", "skipped"):
-            tests[k] += int(s.get(k, 0))
-        for case in s.iter("testcase"):
-            bad = case.find("failure") if case.find("failure") is not None else case.find("error")
-            if bad is not None:
-                tests["failed"].append({"test": f"{case.get('classname')}::{case.get('name')}",
-                                        "message": (bad.get("message") or "")[:300]})
-    tests["passed"] = tests["tests"] - tests["failures"] - tests["errors"] - tests["skipped"]
-    summary["gpu_tests"] = tests
-for name in ("gpu_vs_torch", "gemm_sweep", "gpu_bandwidth"):
-    p = out / f"{name}.json"
-    if p.exists():
-        try:
-            summary[name] = json.loads(p.read_text())
-        except ValueError as e:
-            summary[name] = {"error": f"unreadable: {e}"}
-(out / "summary.json").write_text(json.dumps(summary, indent=1))
-print(json.dumps({k: v for k, v in summary.items() if k != "gpu_vs_torch"}, indent=1)[:4000])
-PYEOF
-rm -f "$STEPS"
 echo "== gpu_check: done; results in $OUT"

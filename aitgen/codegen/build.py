@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from aitgen.codegen import locate
-from aitgen.errors import BuildError
+from aitgen.errors import BuildError, UsageError
 
 __all__ = ["Source", "BuildResult", "ObjectCache", "build", "default_cache_dir", "atomic_write", "new_temp",
            "replace_symlink"]
@@ -285,6 +285,22 @@ def _run_ninja(workdir: Path, jobs: int, on_compiled) -> tuple[int, list[str]]:
 # build
 # ---------------------------------------------------------------------------------------------
 
+def build_jobs() -> int:
+    """Parallel compile jobs when the caller gives none: AITGEN_BUILD_JOBS, else one per core. A
+    CUTLASS sm_90a unit takes ~3-4 GB of memory, so a big machine running several builds at once
+    (test workers each starting a build) caps them here rather than running out of memory."""
+    raw = os.environ.get("AITGEN_BUILD_JOBS", "").strip()
+    if raw:
+        try:
+            n = int(raw)
+        except ValueError:
+            n = 0
+        if n < 1:
+            raise UsageError(f"AITGEN_BUILD_JOBS must be a positive integer, got {raw!r}")
+        return n
+    return os.cpu_count() or 1
+
+
 PROGRESS_INTERVAL = 5.0   # seconds between progress lines in a log
 
 
@@ -461,7 +477,7 @@ def _build_locked(sources, out_so, tool, flags, link_flags, workdir, cache, jobs
 
     ok = False
     try:
-        rc, out = _run_ninja(workdir, max(1, jobs or os.cpu_count() or 1), on_compiled)
+        rc, out = _run_ninja(workdir, max(1, jobs or build_jobs()), on_compiled)
         ok = rc == 0
     except BaseException:
         tmp_so.unlink(missing_ok=True)

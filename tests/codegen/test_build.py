@@ -294,3 +294,18 @@ def test_nvcc_compiles_a_trivial_cuda_file(tmp_path, cache):
     again = _build(tmp_path, cache, "cuda2", sources=[cu], flags=flags, compiler=nvcc, workdir=tmp_path / "w2")
     assert again.cache_hits == 1
     assert shutil.which(str(nvcc.path)) and os.path.isabs(nvcc.path)
+
+
+def test_build_jobs_come_from_the_environment(monkeypatch):
+    # A 16-core machine with four test workers would start 64 nvcc jobs (3-4 GB each for CUTLASS
+    # sm_90a units): AITGEN_BUILD_JOBS caps every build that is given no jobs= of its own.
+    from aitgen.codegen.build import build_jobs
+    from aitgen.errors import UsageError
+    monkeypatch.delenv("AITGEN_BUILD_JOBS", raising=False)
+    assert build_jobs() == (os.cpu_count() or 1)
+    monkeypatch.setenv("AITGEN_BUILD_JOBS", "3")
+    assert build_jobs() == 3
+    for bad in ("0", "-2", "many"):
+        monkeypatch.setenv("AITGEN_BUILD_JOBS", bad)
+        with pytest.raises(UsageError, match="AITGEN_BUILD_JOBS"):
+            build_jobs()

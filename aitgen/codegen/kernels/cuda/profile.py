@@ -18,7 +18,6 @@ from __future__ import annotations
 import concurrent.futures as cf
 import dataclasses
 import json
-import os
 import subprocess
 from pathlib import Path
 from typing import Optional
@@ -37,6 +36,7 @@ from ....profiler.candidates import GemmConfig
 from ....profiler.select import Problem, m_buckets
 from ... import locate
 from ...backend import load_backend
+from ...build import build_jobs
 from ...render import render
 from . import conv as conv_k
 from . import gemm as gemm_k
@@ -183,7 +183,7 @@ def build_binary(kind: str, sources: dict[str, str], entries: list[Entry], workd
                                  + "\n".join(r.stderr.splitlines()[:30]))
         return obj
 
-    with cf.ThreadPoolExecutor(max_workers=jobs or os.cpu_count() or 1) as pool:
+    with cf.ThreadPoolExecutor(max_workers=jobs or build_jobs()) as pool:
         objs = list(pool.map(compile_one, sorted(sources)))
     binary = workdir / f"{kind}_profiler"
     cmd = [nvcc, *[f for f in flags if f.startswith("-gencode")], *map(str, objs), "-o", str(binary)]
