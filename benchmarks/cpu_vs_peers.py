@@ -239,7 +239,10 @@ def interleave(runners: dict, args) -> tuple[dict, dict]:
         share = None if busy0 is None else max(0.0, busy1 - busy0 - own) / (wall * cores)
         # /proc/stat counts in clock ticks (10 ms): a round too short to tell the threshold apart is kept.
         blurred = share is None or 2.0 / os.sysconf("SC_CLK_TCK") / (wall * cores) > args.max_foreign / 2
-        (kept if blurred or share <= args.max_foreign else dropped).append((times, share))
+        # --max-foreign 1 keeps every round: /proc/stat's ticks and process_time() are sampled apart,
+        # so a fully busy machine can read a share a little above 1.
+        keep = blurred or share <= args.max_foreign or args.max_foreign >= 1.0
+        (kept if keep else dropped).append((times, share))
     noisy = len(kept) < args.rounds
     use = kept or dropped  # every round was busy: report them all, flagged
     samples = {k: [t[k] for t, _ in use] for k in names}
