@@ -8,6 +8,7 @@ import numpy as np
 from ..ir.dims import IntImm
 from ..ir.dtype import DType
 from ..ir.graph import Graph
+from ..ir.op import OpKind
 from ..ir.tensor import Tensor
 
 
@@ -26,6 +27,22 @@ def new_constant(value: np.ndarray, dtype: DType, name: Optional[str] = None) ->
     arr = np.asarray(value, dtype=dtype.np).view()
     arr.setflags(write=False)
     return Tensor(tuple(IntImm(n) for n in arr.shape), dtype, name=name, value=arr)
+
+
+def constant_source(t: Tensor) -> Optional[Tensor]:
+    """The constant t is, or the constant t broadcasts (expand of a constant), else None.
+
+    An importer writes torch's full_like / zeros with a dynamic size as expand(scalar constant,
+    [batch, ...]) since no array of that size exists at build time, where the static import holds
+    the folded array; matchers that ask "is this operand all zeros / all -inf / one scale" must
+    give both the same answer, or a dynamic import fuses less than a static one.
+    """
+    if t.is_constant:
+        return t
+    p = t.producer
+    if p is not None and p.kind is OpKind.EXPAND and p.inputs[0].is_constant:
+        return p.inputs[0]
+    return None
 
 
 def static_shape(t: Tensor) -> Optional[tuple[int, ...]]:

@@ -45,14 +45,15 @@ from ..ops import attention as attention_ops
 from ..ops import view as view_ops
 from ..ops.registry import make_op1
 from ..options import CompileOptions
-from ._util import new_constant, output_ids, same_type
+from ._util import constant_source, new_constant, output_ids, same_type
 
 FINITE_FILL_MAX = -1e30  # a where-fill at or below this masks a key as surely as -inf (exp underflows)
 
 
 def _scalar(t: Tensor) -> Optional[float]:
-    """The value of a constant whose elements are all equal (a scale), else None."""
-    if not t.is_constant or t.value.size == 0:
+    """The value of a constant (or a broadcast constant) whose elements are all equal, else None."""
+    t = constant_source(t)
+    if t is None or t.value.size == 0:
         return None
     v = np.asarray(t.value, np.float64).reshape(-1)
     return float(v[0]) if np.all(v == v[0]) and np.isfinite(v[0]) else None
@@ -173,14 +174,16 @@ def _walk(x: Tensor, consumer: Op, outs: set[int], found: dict, also: tuple[Op, 
 
 
 def _is_neg_inf(t: Tensor) -> bool:
-    if not t.is_constant or t.value.size == 0:
+    t = constant_source(t)
+    if t is None or t.value.size == 0:
         return False
     v = np.asarray(t.value, np.float64)
     return bool(np.all(np.isneginf(v)))
 
 
 def _is_zero(t: Tensor) -> bool:
-    return t.is_constant and t.dtype.is_float and t.value.size > 0 and not np.any(np.asarray(t.value))
+    t = constant_source(t)
+    return t is not None and t.dtype.is_float and t.value.size > 0 and not np.any(np.asarray(t.value))
 
 
 # -- guards that zero fully masked rows ---------------------------------------------------------
