@@ -83,3 +83,19 @@ def test_zoo_exact():
         stop = PIPELINE.index(gather_to_slice)
         g = run_pipeline(zoo_graph(name), compile_options(), PIPELINE[:stop])
         check_pass(gather_to_slice, g, exact=True)
+
+
+@pytest.mark.parametrize("table, start, want", [
+    (np.arange(16), 0, ["slice", "reshape"]),        # torch.export's arange(seq): position ids
+    (np.arange(2, 34, 2), 1, ["slice", "reshape"]),  # any arithmetic table, any static start
+    (np.arange(16)[::-1].copy(), 0, ["slice", "reshape", "gather"]),  # descending: stays a gather
+])
+def test_dynamic_prefix_of_a_constant_range_becomes_a_slice(table, start, want):
+    """gather(x, c[s:seq]) with a symbolic seq: the dynamic import's position embedding lookup
+    must become what the static import folds it to, a window of the table."""
+    seq = IntVar("seq", 1, 12)
+    h = Tensor([seq, 8], name="h")
+    emb = ag.constant(np.random.default_rng(0).standard_normal((40, 8)).astype(np.float32))
+    ids = ops.reshape(ops.slice(ag.constant(table.astype(np.int64)), [start], [seq + start]), [1, seq])
+    g = _run(ops.add(ops.gather(emb, ids, axis=0), h))
+    assert [k for k in kinds(g) if k != "add"] == want
