@@ -16,7 +16,7 @@ from ..ir.dims import prod
 from ..ir.graph import Graph
 from ..ir.op import Op, OpKind
 from ..ir.tensor import Tensor
-from ..memory import MemoryPlan
+from ..memory import MemoryPlan, is_view
 from ..options import CompileOptions
 from .backend import load_backend
 from .spec import KernelCall, KernelSpec
@@ -106,9 +106,10 @@ class LowerContext:
         return f"{self.backend}/templates/{name}"
 
 
-def copy_call(ctx: LowerContext, dst: "Tensor | OutputRef", src: Tensor, op: str) -> KernelCall:
-    """A dense byte copy (views that must own their bytes, outputs that are inputs or constants)."""
-    nbytes = prod(src.shape) * src.dtype.itemsize
+def copy_call(ctx: LowerContext, dst: "Tensor | OutputRef", src: Tensor, op: str, nbytes=None) -> KernelCall:
+    """A dense byte copy (views that must own their bytes, outputs that are inputs or constants);
+    nbytes: the first bytes of src only (a prefix view), else all of them."""
+    nbytes = prod(src.shape) * src.dtype.itemsize if nbytes is None else nbytes
     return KernelCall(KernelSpec.make(load_backend(ctx.backend).template("copy")), [dst, src], [nbytes], op)
 
 
@@ -121,9 +122,10 @@ def lower_graph(graph: Graph, plan: MemoryPlan, backend: str, arch: Optional[str
     calls: list[KernelCall] = []
     copies = set(plan.view_copies)
     for op in graph.ops:
-        if op.kind is OpKind.RESHAPE:
+        if is_view(op):  # a reshape, or a constant's prefix: its operand's first bytes
             if (op.name or "") in copies:
-                calls.append(copy_call(ctx, op.outputs[0], op.inputs[0], op.name or "reshape"))
+                calls.append(copy_call(ctx, op.outputs[0], op.inputs[0], op.name or op.kind.value,
+                                       nbytes=prod(op.outputs[0].shape) * op.outputs[0].dtype.itemsize))
             continue
         fn = _LOWERINGS.get((backend, op.kind))
         if fn is None:

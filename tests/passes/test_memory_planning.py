@@ -263,6 +263,29 @@ def test_views_of_user_buffers_stay_out_of_the_arena():
     assert (p.lower_bound_bytes, p.arena_bytes, p.naive_bytes) == (128, 128, 128)
 
 
+def test_a_prefix_slice_of_a_constant_is_a_view_of_it():
+    """table[:seq] (torch.export's dynamic position ids) reads the constant's first bytes in place:
+    no arena bytes and no kernel; as an output it is copied, prefix-sized. A slice starting past 0,
+    or cutting an axis after a non-unit one, is not a prefix and stays a kernel."""
+    from aitgen.codegen.lower import lower_graph
+    seq = IntVar("seq", 1, 7)
+    x = Tensor([seq, 4], name="x")
+    table = _const(8, 4)
+    pre = ops.slice(table, [0], [seq], name="pre")
+    y = ops.add(x, pre, name="y")
+    mid = ops.add(x, ops.slice(table, [1], [seq + 1], name="mid"), name="m")
+    cols = ops.slice(table, [0, 0], [8, 2], name="cols")
+    out = ops.slice(_const(8, 4), [0], [seq], name="out")
+    g, p = plan_of({"y": y, "m": mid, "cols": cols, "out": out}, [x])
+    assert p.external(T(g, "pre")) is T(g, "pre").producer.inputs[0]
+    assert T(g, "pre") not in p.offsets and T(g, "mid") in p.offsets
+    assert p.view_copies == ["out"]
+    calls = [(c.op, c.dims) for c in lower_graph(g, p, "cpu", opts=OPTS)]
+    names = [op for op, _ in calls]
+    assert "pre" not in names and "mid" in names and "cols" in names
+    assert next(d for op, d in calls if op == "out") == [seq * 16]  # seq rows of 4 float32
+
+
 def test_dynamic_dims_are_sized_at_their_upper_bound():
     batch = IntVar("batch", 1, 8)
     x = Tensor([batch, 10], name="x")
