@@ -16,6 +16,7 @@ from ..ir.graph import Graph
 from ..ir.op import Op, OpKind
 from ..ir.tensor import Tensor
 from ..ops.registry import Category, get_opdef
+from ..ops.view import is_constant_prefix
 from .concat import place_children, place_concat_parts, span, strided_writer
 from .offsets import best_offsets
 
@@ -76,23 +77,6 @@ def align(n: int, alignment: int = ALIGN) -> int:
 def is_view(op: Op) -> bool:
     """Whether op's result is its operand's bytes (no kernel): a reshape, or a constant's prefix."""
     return _category(op) is Category.VIEW or is_constant_prefix(op)
-
-
-def is_constant_prefix(op: Op) -> bool:
-    """A slice of a constant that keeps its first bytes: steps 1, starts 0, one axis cut, every
-    axis before it of size 1 and every axis after it whole. torch.export's dynamic position ids
-    read `table[:seq]` (what a static import folds into a constant); as a view of the weights it
-    costs nothing, where a copy would be a kernel the static build does not have."""
-    if op.kind is not OpKind.SLICE or not op.inputs[0].is_constant:
-        return False
-    a = op.attrs
-    if any(s != 0 for s in a.starts) or any(st != 1 for st in a.steps):
-        return False
-    x, y = op.inputs[0].shape, op.outputs[0].shape
-    cut = [k for k in range(len(x)) if not x[k] == y[k]]
-    if len(cut) != 1:
-        return len(cut) == 0  # a whole-tensor slice is the tensor
-    return all(d.is_static and d.value == 1 for d in x[:cut[0]])
 
 
 def _category(op: Op) -> Optional[Category]:

@@ -36,14 +36,17 @@ from typing import Optional
 import numpy as np
 
 from ..errors import AitgenError
+from ..ir.dims import IntVar
 from ..ir.dtype import DType
+from ..ir.opdef import Category
 from ..ir.graph import Graph
 from ..ir.op import Op, OpKind
 from ..ir.tensor import Tensor
 from .. import ops
 from ..ops import attention as attention_ops
 from ..ops import view as view_ops
-from ..ops.registry import make_op1
+from ..ops.registry import get_opdef, make_op1
+from ..reference import eval_op
 from ..options import CompileOptions
 from ._util import constant_source, new_constant, output_ids, same_type
 
@@ -275,6 +278,58 @@ def _row_guard(probs: Tensor, s: Tensor, outs: set[int]) -> Optional[tuple[Tenso
     return w.outputs[0], tuple(op for op in seen if _reads(op, s))
 
 
+def _causal_mask(mask: Tensor, rows_cols: tuple, keep_value, drop_value) -> bool:
+    """Whether a mask is the top-left causal pattern: a constant that is, or (torch.export with a
+    dynamic seq, where a static import holds the folded constant) a mask computed from prefixes
+    of constants, arange(seq)[None, :] <= arange(seq)[:, None] and the like.
+
+    A computed mask qualifies when it is built from constants only by element-wise ops, prefix
+    slices (starts 0, step 1), reshapes that only add or drop unit dims and expands of one-element
+    tensors, with every dim static or one IntVar, and covers the scores' [Sq, Sk] itself (not a
+    row broadcast over queries). Each of its tensors at a size n is then the top-left corner of
+    the one at the IntVars' upper bounds, so the pattern there holds at every size."""
+    if tuple(mask.shape[-2:]) != rows_cols:
+        return False
+    if mask.is_constant:
+        return _causal_pattern(mask.value, keep_value, drop_value)
+    env: dict = {}
+    value = _at_upper_bounds(mask, env, {})
+    return value is not None and _causal_pattern(value, keep_value, drop_value)
+
+
+def _at_upper_bounds(t: Tensor, env: dict, memo: dict) -> Optional[np.ndarray]:
+    """t's value with every IntVar at its upper bound, when t is a prefix-built mask; else None."""
+    if id(t) in memo:
+        return memo[id(t)]
+    if t.is_constant:
+        return np.asarray(t.value)
+    p = t.producer
+    if p is None or any(not (d.is_static or isinstance(d, IntVar)) for d in t.shape):
+        return None
+    for d in t.shape:
+        if isinstance(d, IntVar):
+            env[d] = d.upper
+    category = get_opdef(p.kind).category
+    if p.kind is OpKind.SLICE:
+        ok = all(s == 0 for s in p.attrs.starts) and all(st == 1 for st in p.attrs.steps)
+    elif p.kind is OpKind.RESHAPE:
+        ok = [d for d in t.shape if not d == 1] == [d for d in p.inputs[0].shape if not d == 1]
+    elif p.kind is OpKind.EXPAND:
+        ok = all(d == 1 for d in p.inputs[0].shape)
+    else:
+        ok = category is Category.ELEMENTWISE and len(p.outputs) == 1
+    args = [_at_upper_bounds(x, env, memo) for x in p.inputs] if ok else [None]
+    if any(a is None for a in args):
+        memo[id(t)] = None
+        return None
+    for x in p.inputs:
+        for d in x.shape:
+            if isinstance(d, IntVar):
+                env[d] = d.upper
+    memo[id(t)] = eval_op(p, args, env)[0]
+    return memo[id(t)]
+
+
 def _build(pv: Op, f: dict, outs: set[int]) -> Optional[Tensor]:
     qk: Op = f["qk"]
     q, qs = _prescale(qk.inputs[0], qk, outs)
@@ -286,16 +341,17 @@ def _build(pv: Op, f: dict, outs: set[int]) -> Optional[Tensor]:
         drop = f["drop"]
         keep = new_constant(~drop.value, DType.bool) if drop.is_constant else ops.logical_not(drop)
     causal = False
+    rows_cols = tuple(qk.outputs[0].shape[-2:])
     if keep is not None:
         if fill != -math.inf and fill > FINITE_FILL_MAX:
             return None
         if fill != -math.inf and add is not None:
             return None  # rows the additive mask empties would average over the causal fill
-        if keep.is_constant and _causal_pattern(keep.value, True, False):
+        if _causal_mask(keep, rows_cols, True, False):
             causal, keep = True, None
         elif fill != -math.inf or add is not None:
             return None  # one mask operand only; a finite fill is exact only for the causal pattern
-    if add is not None and add.is_constant and _causal_pattern(add.value, 0.0, -np.inf) and not causal:
+    if add is not None and not causal and _causal_mask(add, rows_cols, 0.0, -np.inf):
         causal, add = True, None
     mask = keep if keep is not None else add
     k = kk if trans_b else _transposed(kk, outs)

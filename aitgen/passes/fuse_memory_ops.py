@@ -39,6 +39,7 @@ from ..ops.attention import AttentionAttrs, StridedView
 from ..ops.fused import FusedElementwiseAttrs, single_op_expr
 from ..ops.operand_views import matrix_view
 from ..ops.registry import Category, get_opdef, make_op, make_op1
+from ..ops.view import is_constant_prefix
 from ..options import CompileOptions
 from ._util import output_ids
 
@@ -153,7 +154,8 @@ def trace_read(t: Tensor, outs: set[int]) -> Optional[tuple[Tensor, View]]:
         if nv is None:
             root, view, copies = out, View.dense(out.shape), False
         else:
-            view, copies = nv, copies or op.kind is not OpKind.RESHAPE
+            # a constant's prefix is free too (the memory plan makes it a view of the weights)
+            view, copies = nv, copies or not (op.kind is OpKind.RESHAPE or is_constant_prefix(op))
     return (root, view) if copies else None
 
 

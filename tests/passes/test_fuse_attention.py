@@ -122,6 +122,47 @@ def test_dynamic_dims():
     _check(y)
 
 
+def _arange_prefix(s):
+    """torch.export's arange(s) for a dynamic s: a prefix of the longest table."""
+    return ops.slice(ag.constant(np.arange(s.upper, dtype=np.int64)), [0], [s])
+
+
+@pytest.mark.parametrize("kind", ["causal", "shifted", "one_row"])
+def test_a_mask_computed_from_prefixes_is_causal_when_it_is_the_pattern(kind):
+    """GPT-2 exported with a dynamic seq computes its causal mask at run time from arange(seq),
+    which the static import folds to a constant: both must give causal=True. A mask that is not
+    the pattern (a diagonal shifted by one) or covers one row only (broadcast over queries) stays
+    an operand."""
+    b, s = IntVar("b", 1, 3), IntVar("s", 1, 6)
+    q, k, v = _qkv(b=b, s=s)
+    cols = ops.reshape(_arange_prefix(s), [1, s])
+    if kind == "one_row":  # keys <= 0 for every query: [1, s], the pattern's first row only
+        keep = ops.less_equal(cols, ag.constant(np.int64(0)))
+    else:
+        rows = ops.reshape(_arange_prefix(s), [s, 1])
+        keep = ops.less_equal(cols - rows, ag.constant(np.int64(1 if kind == "shifted" else 0)))
+        keep = ops.logical_and(keep, ops.expand(ag.constant(np.bool_(True)), [s, s]))  # torch's full(True)
+    sc = ops.where(keep, ops.bmm(q, k, trans_b=True) * _c(0.5), _c(-np.inf))
+    out, op = _check(ops.bmm(ops.softmax(sc, -1), v))
+    assert op.attrs.causal == (kind == "causal")
+    assert (len(out.ops) == 1) == (kind == "causal")  # the mask's ops die with it
+
+
+def test_a_broadcast_zero_fill_guard_fuses_as_a_constant_one():
+    """torch's full_like(probs, 0) with a dynamic batch imports as expand(0, [b, ...]); the row
+    guard where(~any(s != -inf), 0, probs) must be taken in as with the static constant."""
+    b = IntVar("b", 1, 3)
+    q, k, v = _qkv(b=b)
+    keep = ag.Tensor([b, 1, 1, S], dtype="bool", name="keep")
+    sc = ops.where(keep, ops.bmm(q, k, trans_b=True), _c(-np.inf))
+    probs = ops.softmax(sc, -1)
+    any_key = ops.reduce_max(ops.cast(ops.logical_not(ops.equal(sc, _c(-np.inf))), "int32"), [3], keepdims=True)
+    empty = ops.logical_not(ops.not_equal(any_key, ag.constant(np.int32(0))))
+    guarded = ops.where(empty, ops.expand(_c(0.0), [b, H, S, S]), probs)
+    out, op = _check(ops.bmm(guarded, v))
+    assert [o.kind.value for o in out.ops] == ["attention"]
+
+
 @pytest.mark.parametrize("case", ["scores_read_twice", "probs_are_an_output", "softmax_axis_2",
                                   "scale_outside_mask", "two_masks", "finite_fill_with_additive_mask",
                                   "mask_grows_the_scores", "tensor_scale"])
