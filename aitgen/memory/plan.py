@@ -16,7 +16,7 @@ from ..ir.graph import Graph
 from ..ir.op import Op, OpKind
 from ..ir.tensor import Tensor
 from ..ops.registry import Category, get_opdef
-from ..ops.view import is_constant_prefix
+from ..ops.operand_views import is_constant_prefix
 from .concat import place_children, place_concat_parts, span, strided_writer
 from .offsets import best_offsets
 

@@ -557,20 +557,3 @@ def expand(x: Tensor, shape, name=None) -> Tensor:
             raise ShapeError(f"-1 at a new leading dim of {list(map(str, shape))}")
         out = [x.shape[i - lead] if _is_minus_one(d) else _size(d) for i, d in enumerate(shape)]
     return make_op1(OpKind.EXPAND, [x], ExpandAttrs(tuple(out)), name)
-
-
-def is_constant_prefix(op: Op) -> bool:
-    """A slice of a constant that keeps its first bytes: steps 1, starts 0, one axis cut, every
-    axis before it of size 1 and every axis after it whole. torch.export's dynamic position ids
-    read `table[:seq]` (what a static import folds into a constant); as a view of the weights it
-    costs nothing, where a copy would be a kernel the static build does not have."""
-    if op.kind is not OpKind.SLICE or not op.inputs[0].is_constant:
-        return False
-    a = op.attrs
-    if any(s != 0 for s in a.starts) or any(st != 1 for st in a.steps):
-        return False
-    x, y = op.inputs[0].shape, op.outputs[0].shape
-    cut = [k for k in range(len(x)) if not x[k] == y[k]]
-    if len(cut) != 1:
-        return len(cut) == 0  # a whole-tensor slice is the tensor
-    return all(d.is_static and d.value == 1 for d in x[:cut[0]])

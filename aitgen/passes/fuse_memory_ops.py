@@ -39,7 +39,7 @@ from ..ops.attention import AttentionAttrs, StridedView
 from ..ops.fused import FusedElementwiseAttrs, single_op_expr
 from ..ops.operand_views import matrix_view
 from ..ops.registry import Category, get_opdef, make_op, make_op1
-from ..ops.view import is_constant_prefix
+from ..ops.operand_views import is_constant_prefix
 from ..options import CompileOptions
 from ._util import output_ids
 
