@@ -1,13 +1,15 @@
 """torch.export with dynamic dims fuses as static does (issue 15, item 5).
 
-For every zoo twin (aitgen/models/torch_refs.py, small configs) and both models of
-examples/import_torch.py, the import with a dynamic batch (and a dynamic seq where the model has
-one) gives, after the pass pipeline, the kernel count of the static import (report.json's
-num_kernels, counted here without a C++ build as test_imported_fusion.py does) and the same op
-kinds, views aside. Before the fixes the examples' nn.TransformerEncoder built to 43 kernels
-against 18 (attention left as bmm/softmax/reduce_max/where and permutes: the row guard's zero fill,
-full_like with a dynamic size, imports as expand(0, [batch, ...]), which the matcher did not take for
-a constant), and BERT / GPT-2 with a dynamic seq kept a position-embedding gather, a run-time
+For every zoo twin (aitgen/models/torch_refs.py, small configs), both models of
+examples/import_torch.py and two attention blocks (F.scaled_dot_product_attention with a bool key
+mask, nn.MultiheadAttention with a key padding mask), the import with a dynamic batch (and a
+dynamic seq where the model has one) gives, after the pass pipeline, the kernel count of the static
+import (report.json's num_kernels, counted here without a C++ build as test_imported_fusion.py
+does) and the same op kinds, views aside. Before the fixes the examples' nn.TransformerEncoder
+built to 43 kernels against 18 and the blocks to 17 and 18 against 4 and 6: attention was left as
+bmm / softmax / reduce_max / where and permutes, because the row guard's zero fill, full_like with
+a dynamic size, imports as expand(0, [batch, ...]), which the matcher did not take for a constant.
+BERT and GPT-2 with a dynamic seq kept a position-embedding gather, a run-time
 causal mask and the slices feeding them (arange(seq) is a slice of the longest table).
 
 Views aside means: reshapes (they cost nothing and their number follows the importer's spelling),
@@ -17,8 +19,8 @@ token into the concat's buffer where the static build's concat copies the folded
 kernel either way.
 
 The dynamic builds run on the CPU at two sizes against torch's float32 outputs (rtol 1e-4,
-atol 1e-5, as test_import_zoo.py). The default tier builds GPT-2 and the two example models; the
-slow tier the other twins (BERT's dynamic build is also in test_import_zoo.py).
+atol 1e-5, as test_import_zoo.py). The default tier builds GPT-2, the example models and the
+blocks; the slow tier the other twins (BERT's dynamic build is also in test_import_zoo.py).
 """
 from __future__ import annotations
 
@@ -57,9 +59,11 @@ SMALL = {
 }
 ARGS = {"resnet50": ("x",), "mobilenet_v2": ("x",), "vit_b16": ("x",),
         "bert_base": ("input_ids", "token_type_ids", "attention_mask"), "gpt2": ("input_ids",),
-        "example_cnn": ("image",), "example_transformer": ("src",)}
-HAS_SEQ = ("bert_base", "gpt2", "example_transformer")
-BUILT = ("gpt2", "example_cnn", "example_transformer")  # default tier; the rest in the slow tier
+        "example_cnn": ("image",), "example_transformer": ("src",),
+        "sdpa_block": ("x", "keep"), "mha_block": ("x", "pad")}
+HAS_SEQ = ("bert_base", "gpt2", "example_transformer", "sdpa_block", "mha_block")
+# built in the default tier; the other twins in the slow tier
+BUILT = ("gpt2", "example_cnn", "example_transformer", "sdpa_block", "mha_block")
 
 
 def _example_models() -> dict:
@@ -72,6 +76,8 @@ def _example_models() -> dict:
 
 def model_and_inputs(name: str):
     """(torch module, make(batch, seq, seed) -> example args)."""
+    if name in BLOCKS:
+        return _block(*BLOCKS[name])
     if name.startswith("example_"):
         torch.manual_seed(0)
         module, make, _ = _example_models()[name[len("example_"):]]
@@ -95,6 +101,51 @@ def model_and_inputs(name: str):
         mask[0, s - 2:] = 0  # padding at the end of the first sequence exercises the mask
         return ids, torch.randint(0, 2, (b, s), generator=g), mask
     return ref, make_twin
+
+
+class SdpaBlock(torch.nn.Module):
+    """F.scaled_dot_product_attention with a bool key mask: its decomposition guards fully masked
+    rows with where(~any(s != -inf), full_like(probs, 0), probs), the full_like that a dynamic
+    batch imports as an expand (as in tests/frontend/test_imported_fusion.py)."""
+
+    def __init__(self, e: int = 16, heads: int = 2):
+        super().__init__()
+        self.heads = heads
+        self.qkv, self.out = torch.nn.Linear(e, 3 * e), torch.nn.Linear(e, e)
+
+    def forward(self, x, keep):
+        b, s, e = x.shape
+        q, k, v = (t.view(b, s, self.heads, -1).transpose(1, 2) for t in self.qkv(x).split(e, -1))
+        y = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=keep[:, None, None, :] > 0)
+        return self.out(y.transpose(1, 2).reshape(b, s, e))
+
+
+class MhaBlock(torch.nn.Module):
+    def __init__(self, e: int = 16, heads: int = 2):
+        super().__init__()
+        self.m = torch.nn.MultiheadAttention(e, heads, batch_first=True)
+
+    def forward(self, x, pad):
+        return self.m(x, x, x, key_padding_mask=pad > 0, need_weights=False)[0]
+
+
+def _block(cls, keep_value: float, empty_row: bool):
+    torch.manual_seed(0)
+    module = cls().eval()
+
+    def make(b, s, seed):
+        g = torch.Generator().manual_seed(seed)
+        mask = torch.full((b, s), keep_value)
+        mask[0, -2:] = 1 - keep_value  # two padded keys in the first sequence
+        if empty_row and b > 1:
+            mask[b - 1] = 1 - keep_value  # every key of the last one: torch's guard gives zeros
+        return torch.randn(b, s, 16, generator=g), mask
+    return module, make
+
+
+# MHA has no guard: a fully masked row is NaN in torch and zeros in the fused op (fuse_attention's
+# one documented difference), so its rows keep a key each.
+BLOCKS = {"sdpa_block": (SdpaBlock, 1.0, True), "mha_block": (MhaBlock, 0.0, False)}
 
 
 def dynamic_shapes(name: str, seq: bool) -> dict:
