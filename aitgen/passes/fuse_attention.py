@@ -50,6 +50,7 @@ from ..reference import eval_op
 from ..options import CompileOptions
 from ._util import constant_source, new_constant, output_ids, same_type
 
+MAX_EVALUATED_MASK = 1 << 26  # elements: a computed mask is evaluated at build time up to this size
 FINITE_FILL_MAX = -1e30  # a where-fill at or below this masks a key as surely as -inf (exp underflows)
 
 
@@ -292,6 +293,8 @@ def _causal_mask(mask: Tensor, rows_cols: tuple, keep_value, drop_value) -> bool
         return False
     if mask.is_constant:
         return _causal_pattern(mask.value, keep_value, drop_value)
+    if math.prod(d.upper for d in mask.shape) > MAX_EVALUATED_MASK:
+        return False
     env: dict = {}
     value = _at_upper_bounds(mask, env, {})
     return value is not None and _causal_pattern(value, keep_value, drop_value)
