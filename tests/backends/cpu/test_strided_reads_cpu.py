@@ -77,3 +77,23 @@ def test_elementwise_operands_through_views(tmp_path):
         feeds = {"x": rand((size, 6, 8)), "v": rand((size, 1, 8)),
                  "i": _data.rng.integers(-3, 4, (size, 8, 6)).astype(np.int32)}
         check(model.run(feeds), ag.reference.run(outs, feeds), TOL["float32"])
+
+
+def test_constant_prefix_views(tmp_path):
+    """table[:seq] reads the weights in place (torch.export's dynamic position ids): into a norm's
+    prologue, as a GEMM operand, and as an output (a prefix-sized copy), at two sizes."""
+    s = ag.IntVar("s", 1, 7)
+    x = ag.Tensor([2, s, 8], name="x")
+    table, rows = const((8, 8), "float32"), const((8, 3), "float32")
+    pos = ops.slice(table, [0], [s])
+    outs = {
+        "norm": ops.layernorm(x + ops.reshape(pos, [1, s, 8])),
+        "gemm": ops.gemm(ops.slice(rows, [0], [s]), const((3, 4), "float32")),
+        "prefix": ops.slice(const((8, 2), "float32"), [0], [s]),
+    }
+    model = ag.compile_model(outs, target="cpu", workdir=tmp_path / "m")
+    report = json.loads((tmp_path / "m" / "report.json").read_text())
+    assert report["num_kernels"] == 3  # norm, gemm, the output's copy: no slice kernel
+    for n in (1, 7):
+        feeds = {"x": rand((2, n, 8))}
+        check(model.run(feeds), ag.reference.run(outs, feeds), TOL["float32"])
