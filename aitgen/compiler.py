@@ -138,7 +138,8 @@ def compile_model(outputs: Union[Outputs, Graph], target: str = "auto", workdir:
                   num_runtimes: int = 1, verify: bool = False, dump_passes: Optional[str] = None,
                   name: str = "model", progress: bool = False, extra_flags: Sequence[str] = (),
                   extra_passes: Sequence[PassFn] = (), load: bool = True, cuda_graph: bool = False,
-                  allow_tf32: bool = False, jobs: Optional[int] = None, profile: bool = False):
+                  allow_tf32: bool = False, jobs: Optional[int] = None, profile: bool = False,
+                  check_kernels: bool = True):
     """Compile `outputs` (a Tensor, list, dict name -> Tensor, or Graph) into `workdir` and load it.
 
     `arch` (CUDA: "sm_80" or "sm_90a"; "sm_90" means sm_90a) defaults to the present GPU's, else
@@ -151,7 +152,12 @@ def compile_model(outputs: Union[Outputs, Graph], target: str = "auto", workdir:
     (aitgen.debug.bisect exposes every intermediate as an output this way). `jobs` caps parallel
     compiles (default: every core). `profile` (CUDA, a GPU present) times the candidate configs of
     every GEMM/conv kernel not yet in the profile cache before lowering (aitgen.profiler); without
-    it, or without a GPU, the kernels take the cached winners, else the heuristic's choice."""
+    it, or without a GPU, the kernels take the cached winners, else the heuristic's choice.
+    `check_kernels` (backends with oneDNN kernels: the CPU) loads the library and runs it once on
+    zeros at its inputs' smallest shapes, so that every GEMM/conv kernel creates its primitive, and
+    writes which oneDNN implementation each got into report.json (onednn_impls, reference_kernels,
+    kernel_check); a reference implementation is a ReferenceKernelWarning naming the op. Other shapes
+    create their primitives at their first run, and Model.run warns then."""
     from .runtime.device import cuda_capability
     from .runtime.model import Model
 
@@ -202,7 +208,9 @@ def compile_model(outputs: Union[Outputs, Graph], target: str = "auto", workdir:
                 "outputs": {k: _tensor_meta(t) for k, t in graph.outputs.items()},
                 "constants": constants_meta,
                 # What the loader checks a GPU against, so loading needs nothing of the compiler.
-                "device_archs": dict(backend.capabilities)}
+                "device_archs": dict(backend.capabilities),
+                # Which ops each kernel runs: the runtime's warnings about a kernel name the ops.
+                "kernel_ops": _kernel_ops(calls)}
         write_report(work, graph, plan, num_ops=num_ops, calls=calls, unique_kernels=n_unique, build=result,
                      seconds=time.perf_counter() - t0, target=target, passes=stages, pipeline_input=run.input_cost)
         # What `aitgen inspect DIR` draws: the final graph, the kernels each op became, the memory plan.
@@ -219,9 +227,46 @@ def compile_model(outputs: Union[Outputs, Graph], target: str = "auto", workdir:
             p = work / drawn
             if p.is_symlink() or p.is_file():
                 p.unlink(missing_ok=True)
+        model = None
+        if backend.uses_onednn and check_kernels:
+            model = Model.load(work, num_runtimes=num_runtimes)
+            _check_kernels(model, work)
         if not load:
+            if model is not None:
+                model.close()
             return work
-        return Model.load(work, num_runtimes=num_runtimes)
+        return model if model is not None else Model.load(work, num_runtimes=num_runtimes)
+
+
+def _kernel_ops(calls) -> dict[str, list[str]]:
+    ops: dict[str, list[str]] = {}
+    for c in calls:
+        names = ops.setdefault(c.spec.func, [])
+        if c.op not in names:
+            names.append(c.op)
+    return ops
+
+
+def _check_kernels(model, work: Path) -> None:
+    """Run `model` once on zeros at its inputs' smallest shapes (a dim whose lower bound is 0 at 1:
+    an empty tensor creates no primitive), which creates a oneDNN primitive for every GEMM/conv
+    kernel, and add what they got to report.json. The run itself warns about a reference kernel
+    (Model.run, runtime/kernel_report.py). Zeros are valid input for every op (a token id, an index,
+    a length), and whatever they compute is thrown away."""
+    t0 = time.perf_counter()
+    shapes = {}
+    for name, spec in model.input_specs.items():
+        shapes[name] = [max(lo, min(1, hi)) for lo, hi in zip(model.min_shapes[name], spec.max_shape)]
+    check: dict = {"shapes": shapes}
+    try:
+        model.run({n: np.zeros(s, model.input_specs[n].dtype.np) for n, s in shapes.items()})
+    except Exception as e:  # noqa: BLE001 - recorded, never fatal: the build itself succeeded
+        check["error"] = f"{type(e).__name__}: {e}"
+    check["seconds"] = round(time.perf_counter() - t0, 3)
+    path = work / "report.json"
+    report = json.loads(path.read_text())
+    report.update(model.kernel_report(), kernel_check=check)
+    build_mod.atomic_write(path, json.dumps(report, indent=1).encode())
 
 
 def _build_library(graph, plan: MemoryPlan, backend, target, arch, opts, constants, header_len, work: Path,

@@ -114,3 +114,8 @@ class UnknownDimError(ShapeError):
     def __init__(self, message: str, unknown=(), known=()):
         super().__init__(message)
         self.unknown, self.known = list(unknown), list(known)
+
+
+class ReferenceKernelWarning(UserWarning):
+    """A kernel runs a library's reference implementation (oneDNN's "ref:any"): correct, and orders of
+    magnitude slower than its jit kernels. The message names the ops and the implementation."""

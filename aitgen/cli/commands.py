@@ -112,6 +112,12 @@ def cmd_compile(args) -> int:
           f"naive {report['activation_naive_bytes']}); constants {report['constant_bytes']} bytes")
     if meta.get("arch"):
         print(f"target {meta['target']} {meta['arch']}: {Path(args.workdir) / meta['library']}")
+    if "onednn_impls" in report:  # compile_model's kernel check (CPU): which oneDNN kernels the ops got
+        impls = sorted(set(report["onednn_impls"].values()))
+        print(f"oneDNN: {len(report['onednn_impls'])} kernels ({', '.join(impls) or 'none'})")
+        for r in report["reference_kernels"]:
+            print(f"warning: op {', '.join(r['ops'])} runs oneDNN's reference implementation {r['impl']} "
+                  f"({r['primitive']}, {r['shape']}): expect it orders of magnitude slower")
     for kind, group in (("input ", meta["inputs"]), ("output", meta["outputs"])):
         for name, t in group.items():
             print(f"{kind} {name}: {t['dtype']} max shape {t['max_shape']}")

@@ -72,6 +72,8 @@ class Artifacts:
     # compute capability ("9.0") -> the arch whose code runs there, as the build's backend.yaml said:
     # the loader checks the GPU against it without asking the compiler.
     device_archs: dict[str, str] = dataclasses.field(default_factory=dict)
+    # kernel function -> the ops it runs (model.json's kernel_ops): names for kernel_report's warnings.
+    kernel_ops: dict[str, list[str]] = dataclasses.field(default_factory=dict)
 
 
 def resolve_workdir(workdir: Any) -> Path:
@@ -123,9 +125,13 @@ def read_artifacts(workdir: Path) -> Artifacts:
         raise ModelError(f"{where}: 'device_archs' must map compute capabilities to arch names (strings)")
     if meta["target"] == "cuda" and not archs:
         raise ModelError(f"{where}: a CUDA build lists no 'device_archs' (built by an older aitgen); rebuild")
+    kernel_ops = meta.get("kernel_ops", {})
+    if not (isinstance(kernel_ops, dict)
+            and all(isinstance(v, list) and all(isinstance(o, str) for o in v) for v in kernel_ops.values())):
+        raise ModelError(f"{where}: 'kernel_ops' must map kernel names to lists of op names (strings)")
     library = _check_library(workdir, meta["library"], meta["library_sha256"], where)
     _check_weights(workdir / WEIGHTS, meta["build_id"], constants)
-    return Artifacts(workdir, meta, library, inputs, outputs, constants, dict(archs))
+    return Artifacts(workdir, meta, library, inputs, outputs, constants, dict(archs), kernel_ops)
 
 
 def check_library_tables(art: Artifacts, inputs: dict, outputs: dict, constants: dict) -> None:

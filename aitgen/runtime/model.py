@@ -20,7 +20,7 @@ import numpy as np
 
 from ..errors import AitgenError, ModelError, RuntimeInputError, RuntimeInputTypeError, WorkdirError
 from ..ir.dtype import DType
-from . import artifacts, dlpack
+from . import artifacts, dlpack, kernel_report
 from .lock import workdir_lock
 
 MAX_RANK = 8
@@ -73,7 +73,7 @@ class Model:
 
     def __init__(self, workdir: Union[str, Path], num_runtimes: int = 1, *, cuda_graph: Optional[bool] = None,
                  device: int = 0):
-        self._handle, self._io = None, None
+        self._handle, self._io, self._impls = None, None, None
         num_runtimes = _count(num_runtimes, "num_runtimes", 1, MAX_RUNTIMES)
         device = _count(device, "device", 0, 1 << 16)
         if cuda_graph is not None and not isinstance(cuda_graph, bool):
@@ -120,6 +120,7 @@ class Model:
         self._constants = art.constants
         self._min_shape = {n: t.min_shape for n, t in art.inputs.items()}
         self._dim_names = {n: t.dims for n, t in art.inputs.items()}
+        self._impls = kernel_report.ImplWatch(self._lib, art.kernel_ops)
         if self.target == "cuda":
             from .cuda import CudaIO
             self._io = CudaIO(self.input_specs, self.output_specs, device)
@@ -243,6 +244,22 @@ class Model:
         shapes = [(ctypes.c_int64 * MAX_RANK)(*s) for s in in_shapes]
         return (ctypes.POINTER(ctypes.c_int64) * n_in)(*shapes), shapes  # the rows must outlive the call
 
+    @property
+    def min_shapes(self) -> dict[str, tuple[int, ...]]:
+        """The smallest shape each input may have (lower bounds of its dynamic dims)."""
+        return dict(self._min_shape)
+
+    def kernel_report(self) -> dict:
+        """The oneDNN implementation of every GEMM/conv primitive this model's library has created in
+        this process (runtime/kernel_report.py): {"onednn_impls": {kernel: implementation},
+        "reference_kernels": [...], "onednn_primitives": [...]}, the records naming the ops. Primitives
+        are created at a kernel's first run with each shape, so this covers the shapes run so far
+        (compile_model runs the smallest ones once and writes the result to report.json). Empty
+        lists for a library without oneDNN kernels (CUDA)."""
+        if self._handle is None:
+            raise ModelError("the model is closed")
+        return kernel_report.summary(self._impls.records())
+
     def _unpack_shapes(self, out_shapes) -> list[tuple[int, ...]]:
         return [tuple(out_shapes[j * MAX_RANK + k] for k in range(spec.rank))
                 for j, spec in enumerate(self.output_specs.values())]
@@ -283,6 +300,7 @@ class Model:
                 raise ModelError(f"output '{name}' of shape {list(shape)} does not fit in memory: {e}") from None
         got = self._call([a.ctypes.data for a in arrays], [a.shape for a in arrays],
                          [o.ctypes.data for o in outs])
+        self._impls.poll()  # a primitive created by this run that is oneDNN's reference kernel: a warning
         if got != shapes:  # the run writes the shapes it computed: they must be the ones allocated
             raise ModelError(f"the library gave output shapes {got} after promising {shapes}")
         return dict(zip(self.output_specs, outs))

@@ -85,6 +85,8 @@ def feeds(inputs: dict, seed: int = 0) -> dict:
 def build(outputs, tmp_path, tag: str):
     model = ag.compile_model(outputs, target="cpu", workdir=tmp_path / tag)
     report = json.loads((tmp_path / tag / "report.json").read_text())
+    # compile_model's kernel check: no GEMM/conv of an import runs oneDNN's reference kernel
+    assert report["onednn_impls"] and report["reference_kernels"] == [], report["reference_kernels"]
     return model, report["num_kernels"]
 
 

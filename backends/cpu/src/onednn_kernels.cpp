@@ -3,7 +3,9 @@
 // configuration, its own state, and the run's pointers and dims.
 #include "aitgen/onednn_kernels.h"
 
+#include <atomic>
 #include <cstring>
+#include <tuple>
 
 #include "aitgen/onednn_util.h"
 
@@ -18,6 +20,43 @@ struct KernelState {
 KernelState* new_state() { return new KernelState(); }
 
 namespace {
+
+// What ait_onednn_impls lists: one record per (kernel, primitive kind, implementation), so a
+// kernel run at ever new dynamic shapes adds no records unless oneDNN picks another implementation.
+struct ImplSeen {
+  std::string first_shape;
+  int64_t shapes = 0;
+};
+using ImplKey = std::tuple<std::string, std::string, std::string>;
+
+struct ImplRegistry {
+  std::mutex mu;
+  std::map<ImplKey, ImplSeen> seen;
+  std::atomic<int64_t> generation{0};
+};
+
+// Never freed, as the kernels' states: a run on another thread may still record at exit.
+ImplRegistry& registry() {
+  static ImplRegistry* const r = new ImplRegistry();
+  return *r;
+}
+
+std::string dims_text(const dnnl::memory::desc& md) {
+  std::string s;
+  for (int64_t v : md.get_dims()) s += (s.empty() ? "" : "x") + std::to_string(v);
+  return s;
+}
+
+void record(const char* kernel, const char* primitive, const Entry& e) {
+  ImplRegistry& r = registry();
+  const std::string shape = dims_text(e.src) + ":" + dims_text(e.wei) + ":" + dims_text(e.dst);
+  {
+    std::lock_guard<std::mutex> lock(r.mu);
+    ImplSeen& s = r.seen[ImplKey(kernel, primitive, e.impl)];
+    if (s.shapes++ == 0) s.first_shape = shape;
+  }
+  r.generation.fetch_add(1, std::memory_order_release);
+}
 
 dt compute_type(Storage s, bool convert) {
   if (convert || s == Storage::f32) return dt::f32;
@@ -115,6 +154,7 @@ std::shared_ptr<Entry> make_matmul(const MatmulConfig& cfg, const int64_t* d) {
     return cfg.has_bias ? dnnl::matmul::primitive_desc(engine(), e->src, wei, e->bias, e->dst, attr)
                         : dnnl::matmul::primitive_desc(engine(), e->src, wei, e->dst, attr);
   });
+  record(cfg.name, "matmul", *e);
   return e;
 }
 
@@ -152,6 +192,7 @@ std::shared_ptr<Entry> make_conv(const ConvConfig& cfg, const int64_t* d) {
                           : P(engine(), prop, alg, e->src, wei, e->dst, strides, dilates, pad_l, pad_r, attr);
     });
   }
+  record(cfg.name, cfg.transposed ? "deconvolution" : "convolution", *e);
   return e;
 }
 
@@ -209,3 +250,26 @@ void conv(const ConvConfig& cfg, KernelState* st, void* const* p, const int64_t*
 
 }  // namespace onednn
 }  // namespace ait
+
+extern "C" int64_t ait_onednn_impls(char* buf, int64_t cap) {
+  using ait::onednn::registry;
+  std::string text;
+  {
+    std::lock_guard<std::mutex> lock(registry().mu);
+    for (const auto& kv : registry().seen) {
+      const auto& k = kv.first;
+      text += std::get<0>(k) + "\t" + std::get<1>(k) + "\t" + std::get<2>(k) + "\t" + kv.second.first_shape + "\t" +
+              std::to_string(kv.second.shapes) + "\n";
+    }
+  }
+  if (buf != nullptr && cap > 0) {
+    const size_t n = std::min(text.size(), static_cast<size_t>(cap - 1));
+    std::memcpy(buf, text.data(), n);
+    buf[n] = '\0';
+  }
+  return static_cast<int64_t>(text.size());
+}
+
+extern "C" int64_t ait_onednn_generation(void) {
+  return ait::onednn::registry().generation.load(std::memory_order_acquire);
+}

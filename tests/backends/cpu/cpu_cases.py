@@ -28,3 +28,19 @@ def check(got, want, tol):
         g, w = got[k].astype(np.float32), want[k].astype(np.float32)
         scale = max(1.0, float(np.abs(w).max(initial=0.0)))
         np.testing.assert_allclose(g, w, rtol=tol, atol=tol * scale, err_msg=k)
+
+
+def assert_no_reference_kernels(workdir, model=None) -> dict:
+    """report.json's kernel check (compile_model's run at the smallest shapes) found a oneDNN
+    implementation for the oneDNN kernels and none is oneDNN's reference kernel; so does the
+    loaded model after the runs it made (other shapes create primitives of their own). The report."""
+    import json
+    import pathlib
+    report = json.loads((pathlib.Path(workdir) / "report.json").read_text())
+    assert "error" not in report["kernel_check"], report["kernel_check"]
+    onednn = {k["func"] for k in report["kernels"] if "onednn" in k["template"]}
+    assert {k.split("/")[0] for k in report["onednn_impls"]} == onednn
+    assert report["reference_kernels"] == [], report["reference_kernels"]
+    if model is not None:
+        assert model.kernel_report()["reference_kernels"] == []
+    return report

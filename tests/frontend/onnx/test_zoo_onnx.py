@@ -10,6 +10,7 @@ runs ResNet, BERT and dynamic BERT; the rest, and the full-size models, are in t
 """
 from __future__ import annotations
 
+import json
 import warnings
 
 import numpy as np
@@ -90,6 +91,9 @@ def _check(name: str, cfg: dict, tmp_path, dynamic: bool = False, sizes=({},)):
     ins, outs = ox.load(path, dim_bounds=bounds)
     assert set(outs) == set(out_names)
     model = ag.compile_model(outs, target="cpu", workdir=tmp_path / "build")
+    # compile_model's kernel check: no GEMM/conv of the import runs oneDNN's reference kernel
+    report = json.loads((tmp_path / "build" / "report.json").read_text())
+    assert report["onednn_impls"] and report["reference_kernels"] == [], report["reference_kernels"]
     rng = np.random.default_rng(1)
     for sz in sizes:
         f = _feeds(inputs, rng, sz) if sz else feeds
@@ -98,6 +102,7 @@ def _check(name: str, cfg: dict, tmp_path, dynamic: bool = False, sizes=({},)):
         got = model.run(f)
         for k in out_names:
             _close(got[k], want[k], f"{name} {k} {sz}")
+    assert model.kernel_report()["reference_kernels"] == []
     model.close()
     return outs
 

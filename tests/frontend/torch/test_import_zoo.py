@@ -71,6 +71,7 @@ def test_small_twin_imports_and_matches_torch(tmp_path, name):
     check(ag.reference.run(outputs, feeds), want, f"{name} oracle")
     model = ag.compile_model(outputs, target="cpu", workdir=tmp_path / name)
     check(model.run(feeds), want, f"{name} cpu")
+    assert model.kernel_report()["onednn_impls"] and model.kernel_report()["reference_kernels"] == []
     # Parameters keep their state_dict names, so Model.set_constants speaks torch's names.
     consts = {t.name for t in ag.Graph.from_outputs(outputs).constants if t.name}
     assert {k for k, _ in ref.named_parameters()} & consts

@@ -48,6 +48,7 @@ struct MatmulConfig {
   int nkey;       // dims that make the shape; d[nkey] is the constants version when prepacking
   Epilogue epilogue;  // its operands follow the bias in p
   int src_offset = -1;  // >= 0: a reads from p[1] + d[src_offset] elements (a strided view of a tensor)
+  const char* name = "";  // the kernel's name in ait_onednn_impls (its function, "/i" for a group member)
 };
 
 // Convolution or transposed convolution (deconvolution), NHWC. p = {out, x, weight[, bias]}.
@@ -66,6 +67,7 @@ struct ConvConfig {
   bool prepack;
   int nkey;
   Epilogue epilogue;
+  const char* name = "";  // as MatmulConfig::name
 };
 
 // Per-kernel primitive cache and prepacked weights; created on a kernel's first call, never freed
@@ -78,5 +80,19 @@ void conv(const ConvConfig& cfg, KernelState* state, void* const* p, const int64
 
 }  // namespace onednn
 }  // namespace ait
+
+// Which oneDNN implementation every primitive of this library got, for the caller to check for
+// oneDNN's reference kernels (orders of magnitude slower than its jit ones, and chosen silently).
+// Primitives are created at a kernel's first run with each shape, so this lists what has run so
+// far in this process. One line per (kernel, primitive kind, implementation):
+//   "<kernel>\t<primitive>\t<implementation>\t<first shape, src:weights:dst>\t<shapes seen>\n"
+// ait_onednn_impls writes the text (NUL-terminated, cut to cap - 1 bytes) into buf and returns its
+// whole length without the NUL: call it with cap 0 to size the buffer. ait_onednn_generation
+// counts the primitives created so far: a caller polls it cheaply and reads the text only when it
+// moved. Exported from CPU libraries only (look them up, as aitgen.runtime.Model does).
+extern "C" {
+__attribute__((visibility("default"))) int64_t ait_onednn_impls(char* buf, int64_t cap);
+__attribute__((visibility("default"))) int64_t ait_onednn_generation(void);
+}
 
 #endif  // AITGEN_ONEDNN_KERNELS_H_

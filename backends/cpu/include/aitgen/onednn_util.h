@@ -317,12 +317,14 @@ struct Entry {
   std::vector<BinaryArg> binaries;   // operands of its binary post-ops
   dnnl::reorder wei_reorder;  // plain -> packed, for a weight packed on every call
   dnnl::memory::desc reorder_scratchpad;
+  std::string impl;           // the implementation oneDNN picked ("brg:avx512_core", "ref:any", ...)
 };
 
 template <typename PD>
 inline void finish(Entry& e, const PD& pd) {
   e.wei_packed = pd.weights_desc();
   e.scratchpad = pd.scratchpad_desc();
+  e.impl = pd.impl_info_str();
   e.prim = dnnl::primitive(pd);
   if (e.wei_packed != e.wei) {
     dnnl::reorder::primitive_desc rpd(engine(), e.wei, engine(), e.wei_packed, default_attr());
