@@ -12,7 +12,8 @@ Two kinds of slice:
 - strided (a concat along an inner axis: [N, H, W, C1] and [N, H, W, C2] into [N, H, W, C1 + C2]):
   the part's elements lie at the output's strides. Only a producer whose kernel writes its result
   at given strides may write one (its kind in caps.strided_output, plus the shape of write it can
-  make: a GEMM writes rows, so its leading dims must fold into one row stride),
+  make: a GEMM writes rows, so its leading dims must fold into one row stride, or, for a plain
+  row-major A, into batches of rows: row_groups),
   and only when the concat is the part's one reader: any other reader would expect a dense
   tensor. A part may be a reshape of the producer's result (ViT's patches: [B, 4, 4, H] conv
   output seen as [B, 16, H] tokens) when the reshape has a strided form. The plan records each
@@ -28,7 +29,7 @@ from ..ir.graph import Graph
 from ..ir.op import Op, OpKind
 from ..ir.tensor import Tensor
 from ..ops.grouped import member_ops
-from ..ops.operand_views import StridedView, matrix_view
+from ..ops.operand_views import StridedView, matrix_view, row_groups
 from ..ops.registry import Category, get_opdef
 from ..passes.fuse_memory_ops import View, reshape_view
 
@@ -162,6 +163,12 @@ def strided_writer(caps: Capabilities) -> Callable[[Tensor, tuple], bool]:
         if kind not in caps.strided_output or strides[-1] != 1:
             return False
         if kind is OpKind.GEMM:  # rows at one stride: the leading dims must fold
-            return matrix_view(StridedView(tuple(op.outputs[0].shape), tuple(strides))) is not None
+            view = StridedView(tuple(op.outputs[0].shape), tuple(strides))
+            if matrix_view(view) is not None:
+                return True
+            # Batches of rows (ViT's patches into its tokens, batch > 1): A is then described in the
+            # same batches, which its plain row-major layout allows (lower_gemm).
+            return (not op.attrs.trans_a and not any(op.attrs.operand_views or ())
+                    and row_groups(view) is not None)
         return True
     return ok

@@ -91,3 +91,29 @@ def is_constant_prefix(op: Op) -> bool:
     if len(cut) != 1:
         return len(cut) == 0  # a whole-tensor slice is the tensor
     return all(d.is_static and d.value == 1 for d in x[:cut[0]])
+
+
+def row_groups(view: StridedView) -> Optional[list[list[int]]]:
+    """The leading dims of a [..., M, N] view with unit column stride, split into runs that fold
+    (each dim steps over the next): [[0], [1, 2]] for a batch of 16 rows at a stride of 544
+    elements, each row 32 apart (ViT's patches written into its tokens, [B, 4, 4, 32] at strides
+    [544, 128, 32, 1]). The last run is the matrix's rows, the runs before it batch dims. One run
+    is a matrix (matrix_view). None when a dim of size 0 or a column stride other than 1 makes it
+    no batch of matrices. Size-1 dims go with the run before them (their stride is never used)."""
+    shape, strides = tuple(view.shape), tuple(view.strides)
+    if len(shape) < 2 or strides[-1] != 1 or any(d == 0 for d in shape):
+        return None
+    runs: list[list[int]] = []
+    last = None  # (size, stride) of the run's innermost dim of size > 1
+    for i, (n, s) in enumerate(zip(shape[:-1], strides[:-1])):
+        if n == 1:
+            if not runs:
+                runs.append([])
+            runs[-1].append(i)
+            continue
+        if last is None or last[1] != s * n:
+            if last is not None or not runs:
+                runs.append([])
+        runs[-1].append(i)
+        last = (n, s)
+    return runs

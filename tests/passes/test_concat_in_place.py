@@ -145,7 +145,8 @@ def test_vit_tokens_with_a_batch_are_written_at_strides():
     check_plan(g, p)
     (concat,) = [op for op in g.ops if op.kind.value == "concat"]
     patches = concat.inputs[1]
-    conv = patches.producer.inputs[0]  # patches is a reshape of the conv's [2, 4, 4, 32]
+    conv = patches.producer.inputs[0]  # a reshape of the patch conv's [2, 4, 4, 32] (a GEMM: patchify_conv)
+    assert conv.producer.kind.value == "gemm"
     assert p.concat_in_place == {concat.outputs[0]: {1: 32 * 4}}
     assert [str(d) for d in p.strided_writes[patches]] == ["544", "32", "1"]     # 17 tokens of 32
     assert [str(d) for d in p.strided_writes[conv]] == ["544", "128", "32", "1"]

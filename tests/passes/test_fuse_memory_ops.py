@@ -197,5 +197,8 @@ def _up_to_dedup(graph: Graph) -> Graph:
 def test_zoo(model):
     g = fuse_parallel_gemms(_up_to_dedup(zoo_graph(model)), compile_options())
     out = check_pass(fuse_memory_ops, g, exact=True)
-    if model.split("@")[0] in ("bert_base", "vit_b16", "gpt2"):
-        assert "permute" not in _kinds(out) and "split" not in _kinds(out)
+    name = model.split("@")[0]
+    if name in ("bert_base", "vit_b16", "gpt2"):
+        # ViT keeps one: its image's patches (patchify_conv), which the patch GEMM cannot read
+        # through one row stride, so they are copied once
+        assert _kinds(out).count("permute") == (name == "vit_b16") and "split" not in _kinds(out)

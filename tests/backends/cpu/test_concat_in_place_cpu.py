@@ -32,7 +32,8 @@ def check(got, want, tol=1e-5):
 def test_producers_write_their_slices(tmp_path):
     img = ag.Tensor([1, 8, 8, 3], name="img")
     x = ag.Tensor([1, 5, 16], name="x")
-    patches = ops.reshape(ops.conv2d(img, const((16, 4, 4, 3)), const(16), stride=4), [1, 4, 16])  # a conv
+    # a conv (padded: a patchify conv, stride == kernel, would be a GEMM, patchify_conv)
+    patches = ops.reshape(ops.conv2d(img, const((16, 3, 3, 3)), const(16), stride=4, padding=1), [1, 4, 16])
     proj = ops.linear(x, const((16, 16)), const(16))                                              # a GEMM
     act = ops.gelu(x) * 2.0                                                                        # element-wise
     q = ops.reshape(x, [1, 5, 2, 8])
@@ -86,9 +87,10 @@ def test_channel_concat_parts_written_at_strides(tmp_path, dtype):
 
 
 def test_vit_tokens_with_a_batch(tmp_path):
-    # [B, 1, H] class tokens + [B, 16, H] patches: inner-axis slices once B > 1. The conv writes its
-    # patches at the tokens' strides (its [B, 4, 4, H] result seen as [B, 16, H]), the class token's
-    # broadcast copy writes its rows: the concat launches nothing.
+    # [B, 1, H] class tokens + [B, 16, H] patches: inner-axis slices once B > 1. The patch embedding
+    # (a GEMM after patchify_conv) writes its patches at the tokens' strides (its [B, 4, 4, H] result
+    # seen as [B, 16, H]: batches of 16 rows), the class token's broadcast copy writes its rows: the
+    # concat launches nothing.
     batch = ag.IntVar("batch", 1, 4)
     inputs, outputs = ag.models.get("vit_b16", batch=batch, image_size=32, patch=8, layers=1, hidden=32,
                                     heads=2, mlp=64, num_classes=10)

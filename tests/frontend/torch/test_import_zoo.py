@@ -86,8 +86,9 @@ def same_ops_as_native(name: str, outputs: dict, cfg: dict, batch: int) -> None:
     _, native = models.get(name, batch=batch, **cfg)
     got, want = ag.passes.optimize(outputs, compile_options("cpu")).op_counts(), ag.passes.optimize(native, compile_options("cpu")).op_counts()
     got.pop("reshape", None), want.pop("reshape", None)
-    if ARGS[name] == ("x",):
-        want["permute"] = want.get("permute", 0) + 1  # NCHW -> NHWC at the input
+    if ARGS[name] == ("x",) and name != "vit_b16":
+        # NCHW -> NHWC at the input; ViT's merges with its patch permute (patchify_conv)
+        want["permute"] = want.get("permute", 0) + 1
     assert got == want
 
 

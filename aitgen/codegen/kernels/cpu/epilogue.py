@@ -185,6 +185,26 @@ def folded_md(out_shape: Sequence[Dim]) -> DstMd:
     return md
 
 
+def grouped_md(out_shape: Sequence[Dim], groups: Sequence[Sequence[int]]) -> DstMd:
+    """dst [G1, .., Gk, N] over an output [..., N] whose leading dims fold into the runs `groups`
+    (ops.operand_views.row_groups): an operand maps when each run is all its own or all 1s."""
+    lead = list(out_shape[:-1])
+
+    def md(shape: Sequence[Dim]) -> Optional[Md]:
+        p = _padded(shape, len(out_shape))
+        sizes: list[Dim] = []
+        for g in groups:
+            if all(p[i] == lead[i] for i in g):
+                sizes.append(prod([lead[i] for i in g]))
+            elif all(p[i] == 1 for i in g):
+                sizes.append(IntImm(1))
+            else:
+                return None
+        sizes.append(p[-1])
+        return sizes, _dense(sizes)  # a run of its own dims is dense in it: they fold
+    return md
+
+
 def batched_md(out_shape: Sequence[Dim]) -> DstMd:
     """dst with the output's own shape (a batched matmul): broadcast dims are sizes of 1."""
     def md(shape: Sequence[Dim]) -> Optional[Md]:

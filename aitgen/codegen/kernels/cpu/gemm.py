@@ -14,7 +14,7 @@ from ....ir.dims import Dim, IntImm, as_dim, prod
 from ....ir.dtype import DType
 from ....ir.op import Op, OpKind
 from ....ir.tensor import Tensor
-from ....ops.operand_views import StridedView, matrix_view
+from ....ops.operand_views import StridedView, matrix_view, row_groups
 from ...cexpr import STORAGE
 from ...lower import LowerContext, lowering
 from ...spec import CONSTANTS_VERSION, KernelCall, KernelSpec
@@ -114,11 +114,33 @@ def lower_gemm(op: Op, ctx: LowerContext) -> list[KernelCall]:
     out_strides = ctx.plan.strided_writes.get(out)
     c_md: Md = ([m, n], [n, IntImm(1)])
     if out_strides is not None:  # a strided slice of a concat (the memory plan): rows at their stride
-        _, ldc, _, _ = matrix_view(StridedView(tuple(out.shape), tuple(out_strides)))
-        c_md = ([m, n], [ldc, IntImm(1)])
+        rows = matrix_view(StridedView(tuple(out.shape), tuple(out_strides)))
+        if rows is None:  # batches of rows (memory/concat.py allows it for a plain A)
+            return [_batched_rows(ctx, op, out, a, b, bias, extras, tuple(out_strides))]
+        c_md = ([m, n], [rows[1], IntImm(1)])
     return [matmul_call(ctx, op, out, a, b, bias, a_md, _matrix(k, n, tb), c_md, extras,
                         epilogue.folded_md(out.shape), a_offset=view.offset if view is not None else None,
                         out_strides=out_strides)]
+
+
+def _batched_rows(ctx: LowerContext, op: Op, out: Tensor, a: Tensor, b: Tensor, bias: Optional[Tensor],
+                  extras: Sequence[Tensor], out_strides: tuple) -> KernelCall:
+    """A GEMM whose result is written as batches of rows (ViT's patches into its tokens with a
+    batch > 1: [B, 4, 4, H] at [17 H, 4 H, H, 1]): a batched matmul over the runs of leading dims
+    that fold (row_groups), A (row-major, no view) described in the same runs, b broadcast."""
+    shape = list(out.shape)
+    groups = row_groups(StridedView(tuple(shape), out_strides))
+    a_strides = dense_strides(a.shape)
+
+    def run_stride(g, strides):  # a run steps by its innermost dim of size > 1
+        big = [i for i in g if shape[i] != 1]
+        return strides[big[-1] if big else g[-1]]
+    sizes = [prod([shape[i] for i in g]) for g in groups]
+    a_md: Md = (sizes + [a.shape[-1]], [run_stride(g, a_strides) for g in groups] + [IntImm(1)])
+    c_md: Md = (sizes + [shape[-1]], [run_stride(g, out_strides) for g in groups] + [IntImm(1)])
+    b_md = _batched(b.shape, len(c_md[0]), op.attrs.trans_b)
+    return matmul_call(ctx, op, out, a, b, bias, a_md, b_md, c_md, extras, epilogue.grouped_md(shape, groups),
+                       out_strides=out_strides)
 
 
 def _batched(shape: Sequence[Dim], rank: int, transposed: bool) -> Md:
