@@ -50,15 +50,10 @@ pytestmark = [pytest.mark.torch, pytest.mark.filterwarnings("ignore::FutureWarni
 RTOL, ATOL = 1e-4, 1e-5
 Dim = torch.export.Dim
 
-SMALL = {
-    "resnet50": dict(layers=(1, 1, 1, 1), width=8, image_size=32, num_classes=10),
-    "mobilenet_v2": dict(width=0.25, image_size=32, num_classes=10),
-    "vit_b16": dict(image_size=32, patch=8, layers=2, hidden=32, heads=2, mlp=64, num_classes=10),
-    "bert_base": dict(layers=2, hidden=32, heads=2, intermediate=64, vocab=100, max_position=16, seq=8),
-    "gpt2": dict(layers=2, hidden=32, heads=2, vocab=100, max_position=16, seq=8),
-}
-ARGS = {"resnet50": ("x",), "mobilenet_v2": ("x",), "vit_b16": ("x",),
-        "bert_base": ("input_ids", "token_type_ids", "attention_mask"), "gpt2": ("input_ids",),
+# The twins' small configs and input names, as test_import_zoo.py (this folder) builds them.
+from test_import_zoo import ARGS as _TWIN_ARGS, SMALL  # noqa: E402
+
+ARGS = {**_TWIN_ARGS,
         "example_cnn": ("image",), "example_transformer": ("src",),
         "sdpa_block": ("x", "keep"), "mha_block": ("x", "pad")}
 HAS_SEQ = ("bert_base", "gpt2", "example_transformer", "sdpa_block", "mha_block")
