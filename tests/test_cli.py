@@ -372,6 +372,7 @@ def test_build_progress_in_a_log_is_plain_lines():
     assert lines[0].startswith("build model_x.so: 4/10 objects (4 cached, 0 compiled), ")
     assert lines[-1].startswith("build model_x.so: 10/10 objects (4 cached, 6 compiled), ") and lines[-1].endswith(" s")
     assert "\r" not in log.getvalue()
+    assert len(lines) == len(set(lines)), lines   # the closing line does not repeat the last one
     quiet = io.StringIO()
     p = B._LogProgress(total=10, cached=0, name="m", stream=quiet, interval=3600.0)
     for i in range(1, 11):

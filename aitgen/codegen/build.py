@@ -314,12 +314,14 @@ class _LogProgress:
         self.stream = stream if stream is not None else sys.stderr
         self.interval = PROGRESS_INTERVAL if interval is None else interval
         self.compiled = 0
+        self.printed = -1   # objects done at the last line: the closing line is not a repeat of it
         self.t0 = self.last = time.monotonic()
         if total > cached:
             self._line()
 
     def _line(self) -> None:
         done = self.cached + self.compiled
+        self.printed = done
         try:
             print(f"build {self.name}: {done}/{self.total} objects ({self.cached} cached, {self.compiled} "
                   f"compiled), {time.monotonic() - self.t0:.1f} s", file=self.stream, flush=True)
@@ -334,7 +336,7 @@ class _LogProgress:
             self._line()
 
     def close(self, ok: bool = True) -> None:
-        if ok:   # a failed build ends with its error, not with a count
+        if ok and self.printed != self.cached + self.compiled:   # a failed build ends with its error
             self._line()
 
 
