@@ -12,6 +12,7 @@ SIGTERM, then stops the server and exits 0 (1: the server died; 2: it could not 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import signal
 import sys
@@ -88,8 +89,22 @@ def _check_args(args: argparse.Namespace) -> Optional[str]:
             return f"{bad[0]} applies to --engine ray"
         if args.grpc_port is not None and args.grpc_port == args.http_port:
             return "--grpc-port must differ from --http-port"
-    if not os.path.isfile(os.path.join(args.workdir, "model.json")):
+    meta_path = os.path.join(args.workdir, "model.json")
+    if not os.path.isfile(meta_path):
         return f"{args.workdir} holds no built model (no model.json)"
+    # Before any engine starts: the name becomes a URL segment and Triton's repository folder.
+    from .errors import ServingError
+    from .protocol import serving_name
+    try:
+        if args.name is not None:
+            serving_name(args.name, given=True)
+        else:
+            with open(meta_path, encoding="utf-8") as f:
+                serving_name(json.load(f).get("name"))
+    except ServingError as e:
+        return str(e)
+    except (OSError, ValueError, AttributeError) as e:
+        return f"{meta_path} is unreadable ({type(e).__name__}: {e}); rebuild the model"
     return None
 
 

@@ -19,13 +19,14 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import re
 from typing import Any, Optional
 
 import numpy as np
 
 from ..errors import RuntimeInputError
 from ..ir.dtype import DType
-from .errors import BadRequestError
+from .errors import BadRequestError, ServingError
 
 # v2 datatype names (Triton's BF16 included) for the dtypes a built model can take.
 DATATYPES = {DType.float32: "FP32", DType.float16: "FP16", DType.bfloat16: "BF16", DType.int8: "INT8",
@@ -72,7 +73,8 @@ class ModelSignature:
             return {n: TensorInfo(n, DType(t["dtype"]), tuple(t["min_shape"]), tuple(t["max_shape"]),
                                   tuple(str(d) for d in t.get("shape", t["max_shape"])))
                     for n, t in section.items()}
-        return cls(name or meta["name"], meta["target"], infos(meta["inputs"]), infos(meta["outputs"]))
+        return cls(serving_name(meta["name"] if name is None else name, given=name is not None), meta["target"],
+                   infos(meta["inputs"]), infos(meta["outputs"]))
 
     def metadata(self) -> dict:
         """The v2 model metadata answer (GET /v2/models/NAME)."""
@@ -80,6 +82,21 @@ class ModelSignature:
             return {"name": t.name, "datatype": t.datatype, "shape": t.v2_shape}
         return {"name": self.name, "versions": ["1"], "platform": f"aitgen_{self.target}",
                 "inputs": [row(t) for t in self.inputs.values()], "outputs": [row(t) for t in self.outputs.values()]}
+
+
+# A served model's name becomes a URL segment (/v2/models/NAME) and, under Triton, a folder of its
+# model repository: a name from model.json is the model file's, hostile until checked ("../x" would
+# write outside the repository). Triton's own rule for repository names, and no leading dot.
+_SERVING_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}")
+
+
+def serving_name(name: object, given: bool = False) -> str:
+    """`name` if it can be a URL segment and a folder name, else a ServingError saying what to do."""
+    if isinstance(name, str) and _SERVING_NAME.fullmatch(name):
+        return name
+    fix = "pick another --name" if given else "serve it under a name of your own with --name NAME"
+    raise ServingError(f"model name {name!r} cannot be served: a name is 1-64 of A-Z a-z 0-9 _ . - and does not "
+                       f"start with '.' or '-'; {fix}")
 
 
 @dataclasses.dataclass

@@ -171,3 +171,25 @@ def test_cli_triton_says_why_it_cannot_start_here(served_model, capsys):
 def test_v2_request_helper_matches_protocol_datatypes():
     doc = v2_request(feeds_for(0, 1, 1))
     assert [e["datatype"] for e in doc["inputs"]] == ["FP32", "FP32", "INT32"]
+
+
+@pytest.mark.parametrize("name", ["../evil", "a/b", ".hidden", "-x", "", "x" * 65, "na\u00efve", "a b", None])
+def test_hostile_model_names_are_refused(name):
+    # A served name is a URL segment and, under Triton, a model-repository folder: "../evil" from
+    # a model file (or --name) must never reach the file system.
+    from aitgen.serving.errors import ServingError
+    meta = {"name": name, "target": "cpu", "inputs": {}, "outputs": {}}
+    with pytest.raises(ServingError, match="cannot be served"):
+        protocol.ModelSignature.from_meta(meta)
+    if name is not None:   # the same name given as --name: refused, saying to pick another
+        with pytest.raises(ServingError, match="--name"):
+            protocol.ModelSignature.from_meta({**meta, "name": "fine"}, name=name)
+    for good in ("bert_base", "m-1.2", "A0"):
+        assert protocol.ModelSignature.from_meta({**meta, "name": good}).name == good
+
+
+def test_cli_refuses_a_hostile_name_before_starting_an_engine(served_model, tmp_path, capsys):
+    _, workdir = served_model
+    assert main(["serve", str(workdir), "--engine", "ray", "--name", "../evil"]) == 2
+    err = capsys.readouterr().err
+    assert "cannot be served" in err and len(err.strip().splitlines()) == 1
