@@ -20,6 +20,7 @@ from safetensors.numpy import save_file
 from .codegen import build as build_mod
 from .codegen.backend import load_backend
 from .codegen.lower import capabilities, lower_graph
+from .codegen.mock_build import build_mock, node_table
 from .codegen.program import build_program, user_name
 from .codegen.render import render
 from .codegen.report import write_graph_json, write_report
@@ -197,7 +198,7 @@ def compile_model(outputs: Union[Outputs, Graph], target: str = "auto", workdir:
         os.close(fd)
         try:
             constants, header_len, constants_meta = write_weights(graph, weights_tmp, build_id)
-            result, calls, n_unique, library = _build_library(graph, plan, backend, target, arch, opts, constants,
+            result, calls, n_unique, library, mock = _build_library(graph, plan, backend, target, arch, opts, constants,
                                                               header_len, work, extra_flags, progress, jobs)
             os.replace(weights_tmp, work / WEIGHTS)
         finally:
@@ -211,6 +212,10 @@ def compile_model(outputs: Union[Outputs, Graph], target: str = "auto", workdir:
                 "device_archs": dict(backend.capabilities),
                 # Which ops each kernel runs: the runtime's warnings about a kernel name the ops.
                 "kernel_ops": _kernel_ops(calls)}
+        if mock is not None:
+            meta["mock"] = {**mock, "library_sha256": _sha256_file(work / mock["library"]),
+                            "runtime_sha256": _sha256_file(work / mock["runtime"]),
+                            "nodes": node_table(calls, graph), "ops": [c.op for c in calls]}
         write_report(work, graph, plan, num_ops=num_ops, calls=calls, unique_kernels=n_unique, build=result,
                      seconds=time.perf_counter() - t0, target=target, passes=stages, pipeline_input=run.input_cost)
         # What `aitgen inspect DIR` draws: the final graph, the kernels each op became, the memory plan.
@@ -270,9 +275,10 @@ def _check_kernels(model, work: Path) -> None:
 
 
 def _build_library(graph, plan: MemoryPlan, backend, target, arch, opts, constants, header_len, work: Path,
-                   extra_flags, progress, jobs) -> tuple[build_mod.BuildResult, list, int, str]:
+                   extra_flags, progress, jobs) -> tuple[build_mod.BuildResult, list, int, str, Optional[dict]]:
     """Lower, render and compile the graph into work/model_<digest>.so: (the build's result, the
-    kernel calls, how many kernels are unique, the library's file name)."""
+    kernel calls, how many kernels are unique, the library's file name, the mock-device variant's
+    model.json entry where the backend links one)."""
     if opts.profile and backend.uses_cutlass:
         from .codegen.kernels.cuda.profile import profile_graph
         from .runtime.device import cuda_available
@@ -300,7 +306,10 @@ def _build_library(graph, plan: MemoryPlan, backend, target, arch, opts, constan
         raise WorkdirError(f"workdir {work} holds a folder named {library}, where this build's library goes")
     result = build_mod.build(sources, work / library, compiler=backend.compiler, flags=cflags,
                              link_flags=lflags, workdir=work / "obj", progress=progress, jobs=jobs)
-    return result, calls, len(unique), library
+    mock = None
+    if backend.mock_device:
+        mock = build_mock(work, library, [s.name for s in sources], backend.compiler, jobs, progress)
+    return result, calls, len(unique), library, mock
 
 
 def _sha256_file(path: Path) -> str:

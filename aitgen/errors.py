@@ -47,6 +47,17 @@ class DeviceError(AitgenError, RuntimeError):
     The message says which and how to fix it."""
 
 
+class MockDeviceError(DeviceError):
+    """A run on the mock device (Model.load(dir, mock_device=True)) broke one of its checks: a
+    pointer outside any live allocation, a misaligned operand, a launch past the arch's limits, an
+    allocation or synchronous copy during graph capture, a race between streams. The message names
+    the first failing launch; `failures` lists them all, `launches` holds the run's records."""
+
+    def __init__(self, message: str, failures=(), launches=()):
+        super().__init__(message)
+        self.failures, self.launches = list(failures), list(launches)
+
+
 class RuntimeInputError(AitgenError, ValueError):
     """A call to a compiled model or the oracle with bad inputs (name, dtype, rank, shape, bound)."""
 

@@ -22,6 +22,8 @@ class BackendConfig:
     static_sources: tuple[str, ...]  # relative to backends/, compiled into every model
     uses_onednn: bool = False
     uses_cutlass: bool = False
+    # Each build also links a mock-device variant (aitgen/codegen/mock_build.py).
+    mock_device: bool = False
     # Suffix of every generated translation unit (kernels and the run sequence): it picks the
     # language nvcc/g++ compile it as, and the templates `model<suffix>.j2` / `copy<suffix>.j2`.
     source_suffix: str = ".cpp"
@@ -99,6 +101,7 @@ def load_backend(name: str) -> BackendConfig:
                          static_sources=tuple(raw.get("static_sources", [])),
                          uses_onednn=bool(raw.get("uses_onednn", False)),
                          uses_cutlass=bool(raw.get("uses_cutlass", False)),
+                         mock_device=bool(raw.get("mock_device", False)),
                          source_suffix=raw.get("source_suffix", ".cpp"),
                          archs=_pairs(raw, "archs", lambda v: tuple(str(f) for f in v)),
                          default_arch=raw.get("default_arch"),

@@ -110,7 +110,7 @@ def copy_call(ctx: LowerContext, dst: "Tensor | OutputRef", src: Tensor, op: str
     """A dense byte copy (views that must own their bytes, outputs that are inputs or constants);
     nbytes: the first bytes of src only (a prefix view), else all of them."""
     nbytes = prod(src.shape) * src.dtype.itemsize if nbytes is None else nbytes
-    return KernelCall(KernelSpec.make(load_backend(ctx.backend).template("copy")), [dst, src], [nbytes], op)
+    return KernelCall(KernelSpec.make(load_backend(ctx.backend).template("copy")), [dst, src], [nbytes], op, writes=[0])
 
 
 def lower_graph(graph: Graph, plan: MemoryPlan, backend: str, arch: Optional[str] = None,
@@ -133,7 +133,10 @@ def lower_graph(graph: Graph, plan: MemoryPlan, backend: str, arch: Optional[str
         if getattr(op.attrs, "epilogue", None) is not None and (backend, op.kind) not in _EPILOGUES:
             raise UnsupportedOpError(f"op {op.kind.value} '{op.name}' carries a fused epilogue that the "
                                      f"{backend} kernel cannot render")
-        calls.extend(fn(op, ctx))
+        for c in fn(op, ctx):
+            if c.writes is None:
+                c.writes = [j for j, t in enumerate(c.ptrs) if any(t is o for o in op.outputs)] or [0]
+            calls.append(c)
     # An output that is a graph input, a constant, or the same tensor as an earlier output is a
     # buffer of its own that no kernel writes: copy into it.
     seen: set[int] = set()

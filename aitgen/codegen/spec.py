@@ -4,7 +4,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-from typing import Any, Union
+from typing import Any, Optional, Union
 
 from ..ir.dims import Dim
 from ..ir.tensor import Tensor
@@ -42,6 +42,9 @@ class KernelCall:
     ptrs: list[Any]  # Tensor, or lower.OutputRef for a copy into a graph output
     dims: list[Union[Dim, int, str]]  # a str is a run-context field: CONSTANTS_VERSION
     op: str  # the op it runs, for comments and reports
+    # Indices of the pointers it writes (lower_graph fills it from the op's outputs); the mock
+    # device orders launches by what they read and write.
+    writes: Optional[list[int]] = None
 
 
 # A dims entry that reads the run context instead of a shape: kernels that prepack constant

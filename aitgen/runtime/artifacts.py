@@ -34,6 +34,8 @@ TARGETS = ("cpu", "cuda")
 MODEL_JSON = "model.json"
 WEIGHTS = "weights.safetensors"
 _LIBRARY = re.compile(r"model_[0-9a-f]{16}\.so")
+_MOCK_LIBRARY = re.compile(r"mock_[0-9a-f]{16}\.so")
+MOCK_RUNTIME = "libaitgen_mock_cudart.so"
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 _BUILD_ID = re.compile(r"[0-9a-f]{32}")
 # Far above any real model's; a bound keeps a hostile file from costing gigabytes of memory.
@@ -213,18 +215,47 @@ def _check_library(workdir: Path, name: str, sha256: str, where: str) -> Path:
                          f"workdir, got {name[:80]!r}")
     if not _SHA256.fullmatch(sha256):
         raise ModelError(f"{where}: 'library_sha256' must be 64 lowercase hex digits")
+    return _check_file(workdir, name, sha256, "the model library")
+
+
+def _check_file(workdir: Path, name: str, sha256: str, what: str) -> Path:
+    """workdir/name, a regular file whose content hashes to sha256 (a name already checked)."""
+    if not _SHA256.fullmatch(sha256):
+        raise ModelError(f"{workdir / MODEL_JSON}: the hash of {what} must be 64 lowercase hex digits")
     path = workdir / name
     h = hashlib.sha256()
-    with _open_regular(path, "the model library") as (f, size):
+    with _open_regular(path, what) as (f, size):
         done = 0
         while done < size:
             chunk = _read_exact(f, min(size - done, 1 << 22), path)
             h.update(chunk)
             done += len(chunk)
     if h.hexdigest() != sha256:
-        raise ModelError(f"{path} does not match model.json's library_sha256 (truncated, damaged or replaced); "
+        raise ModelError(f"{path} does not match its hash in model.json (truncated, damaged or replaced); "
                          "rebuild")
     return path
+
+
+def mock_files(art: Artifacts) -> tuple[Path, Path, list]:
+    """(mock runtime, mock model library, node table) of a CUDA build's mock-device variant, each
+    file checked against its hash in model.json as the library is."""
+    where = str(art.workdir / MODEL_JSON)
+    mock = art.meta.get("mock")
+    if not isinstance(mock, dict):
+        raise ModelError(f"{where}: this build has no mock-device variant (a {art.meta['target']} build, or one "
+                         "made by an older aitgen); rebuild it for target='cuda'")
+    for key in ("library", "library_sha256", "runtime", "runtime_sha256"):
+        _get(mock, key, str, where)
+    if not _MOCK_LIBRARY.fullmatch(mock["library"]) or mock["runtime"] != MOCK_RUNTIME:
+        raise ModelError(f"{where}: 'mock' names files of unexpected form ({mock['library'][:80]!r}, "
+                         f"{mock['runtime'][:80]!r})")
+    nodes = mock.get("nodes")
+    if not (isinstance(nodes, list) and all(isinstance(r, list) and all(
+            isinstance(o, list) and len(o) == 3 and all(type(x) is int for x in o) for o in r) for r in nodes)):
+        raise ModelError(f"{where}: 'mock.nodes' must be a list of lists of [extent, align, write] integers")
+    runtime = _check_file(art.workdir, mock["runtime"], mock["runtime_sha256"], "the mock CUDA runtime")
+    library = _check_file(art.workdir, mock["library"], mock["library_sha256"], "the mock-device library")
+    return runtime, library, nodes
 
 
 def _check_weights(path: Path, build_id: str, constants: dict[str, ConstantMeta]) -> None:

@@ -54,16 +54,17 @@ def prepare_device(meta: dict, device: int, arch_for: Callable[[tuple[int, int]]
 
 
 class DeviceBuffer:
-    """cudaMalloc'd bytes, freed with the object (or by free())."""
+    """cudaMalloc'd bytes, freed with the object (or by free()). `rt`: the runtime API to use
+    (cuda-python's, or the mock device's: runtime/mock.py)."""
 
-    def __init__(self, nbytes: int):
-        self.nbytes = int(nbytes)
-        self.ptr = int(check(_cudart().cudaMalloc(max(self.nbytes, 1)), f"cudaMalloc of {self.nbytes} bytes"))
+    def __init__(self, nbytes: int, rt=None):
+        self.nbytes, self.rt = int(nbytes), rt or _cudart()
+        self.ptr = int(check(self.rt.cudaMalloc(max(self.nbytes, 1)), f"cudaMalloc of {self.nbytes} bytes"))
 
     def free(self) -> None:
         if getattr(self, "ptr", 0):
             try:
-                _cudart().cudaFree(self.ptr)
+                self.rt.cudaFree(self.ptr)
             except Exception:  # noqa: BLE001 - at interpreter exit the module may be half gone
                 pass
             self.ptr = 0
@@ -72,16 +73,18 @@ class DeviceBuffer:
         self.free()
 
 
-def copy_to_device(dst: int, a: np.ndarray) -> None:
+def copy_to_device(dst: int, a: np.ndarray, rt=None) -> None:
     if a.nbytes:
-        k = _cudart().cudaMemcpyKind.cudaMemcpyHostToDevice
-        check(_cudart().cudaMemcpy(dst, a.ctypes.data, a.nbytes, k), "copying an input to the GPU")
+        rt = rt or _cudart()
+        k = rt.cudaMemcpyKind.cudaMemcpyHostToDevice
+        check(rt.cudaMemcpy(dst, a.ctypes.data, a.nbytes, k), "copying an input to the GPU")
 
 
-def copy_to_host(a: np.ndarray, src: int) -> None:
+def copy_to_host(a: np.ndarray, src: int, rt=None) -> None:
     if a.nbytes:
-        k = _cudart().cudaMemcpyKind.cudaMemcpyDeviceToHost
-        check(_cudart().cudaMemcpy(a.ctypes.data, src, a.nbytes, k), "copying an output from the GPU")
+        rt = rt or _cudart()
+        k = rt.cudaMemcpyKind.cudaMemcpyDeviceToHost
+        check(rt.cudaMemcpy(a.ctypes.data, src, a.nbytes, k), "copying an output from the GPU")
 
 
 class DeviceArray:
@@ -103,7 +106,7 @@ class DeviceArray:
 
     def numpy(self) -> np.ndarray:
         out = np.empty(self.shape, self.dtype.np)
-        copy_to_host(out, self.buffer.ptr)
+        copy_to_host(out, self.buffer.ptr, self.buffer.rt)
         return out
 
     def __repr__(self) -> str:
@@ -118,8 +121,8 @@ def _framework(obj: Any) -> str:
 class CudaIO:
     """Inputs and outputs of a CUDA model's runs (see the module docstring)."""
 
-    def __init__(self, input_specs: dict, output_specs: dict, device: int):
-        self.input_specs, self.output_specs, self.device = input_specs, output_specs, device
+    def __init__(self, input_specs: dict, output_specs: dict, device: int, rt=None):
+        self.input_specs, self.output_specs, self.device, self.rt = input_specs, output_specs, device, rt
         self._staging: "queue.SimpleQueue[dict[str, DeviceBuffer]]" = queue.SimpleQueue()
 
     def device_view(self, name: str, obj: Any) -> Optional[dlpack.DLView]:
@@ -161,7 +164,7 @@ class CudaIO:
     def _buffer(self, staging: dict, key: str, nbytes: int) -> int:
         buf = staging.get(key)
         if buf is None:
-            buf = staging[key] = DeviceBuffer(nbytes)
+            buf = staging[key] = DeviceBuffer(nbytes, self.rt)
         return buf.ptr
 
     def _run(self, feeds, call, staging) -> dict[str, Any]:
@@ -174,7 +177,7 @@ class CudaIO:
                         raise RuntimeInputError(f"input '{name}': dim {axis} is {n}, above its largest allowed "
                                                 f"size {top}")
                 ptr = self._buffer(staging, "in:" + name, _nbytes(spec.max_shape, spec.dtype))
-                copy_to_device(ptr, value)
+                copy_to_device(ptr, value, self.rt)
                 ptrs.append(ptr)
                 shapes.append(value.shape)
             else:
@@ -199,7 +202,7 @@ class CudaIO:
             numel = int(np.prod(shape, dtype=np.int64))
             if mode == "host":
                 a = np.empty(shape, spec.dtype.np)
-                copy_to_host(a, out_ptrs[j])
+                copy_to_host(a, out_ptrs[j], self.rt)
                 result[name] = a
             elif mode == "device":
                 result[name] = DeviceArray(outs[j], shape, spec.dtype)

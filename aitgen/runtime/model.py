@@ -72,8 +72,10 @@ class Model:
     loading raises aitgen.errors.DeviceError saying why."""
 
     def __init__(self, workdir: Union[str, Path], num_runtimes: int = 1, *, cuda_graph: Optional[bool] = None,
-                 device: int = 0):
-        self._handle, self._io, self._impls = None, None, None
+                 device: int = 0, mock_device: bool = False):
+        self._handle, self._io, self._impls, self._mock, self._mock_run = None, None, None, None, None
+        if not isinstance(mock_device, bool):
+            raise RuntimeInputTypeError(f"mock_device must be True or False, got {type(mock_device).__name__}")
         num_runtimes = _count(num_runtimes, "num_runtimes", 1, MAX_RUNTIMES)
         device = _count(device, "device", 0, 1 << 16)
         if cuda_graph is not None and not isinstance(cuda_graph, bool):
@@ -89,14 +91,22 @@ class Model:
             art = artifacts.read_artifacts(self.workdir)
             self.meta = art.meta
             self.target = self.meta["target"]
-            if self.target == "cuda":
+            library = art.library
+            if mock_device:
+                from .mock import MockDevice
+                runtime, library, self._mock_nodes = artifacts.mock_files(art)
+                self._mock_ops = [str(o) for o in self.meta["mock"].get("ops", [])]
+                self._mock = MockDevice.get(runtime)
+                self._mock.configure(self.meta.get("arch"))
+            elif self.target == "cuda":
                 from .cuda import prepare_device
                 prepare_device(self.meta, device, lambda cc: art.device_archs.get(f"{cc[0]}.{cc[1]}"))
             try:
-                self._lib = ctypes.CDLL(str(art.library), mode=ctypes.RTLD_LOCAL)
+                self._lib = (self._mock.load_library(library) if self._mock is not None
+                             else ctypes.CDLL(str(library), mode=ctypes.RTLD_LOCAL))
                 _bind(self._lib)
             except (OSError, AttributeError) as e:
-                raise ModelError(f"cannot load {art.library}: {e}") from None
+                raise ModelError(f"cannot load {library}: {e}") from None
             handle = ctypes.c_void_p()
             self._check(self._lib.ait_model_create(os.fsencode(self.workdir), num_runtimes, ctypes.byref(handle)))
             self._handle = handle
@@ -123,7 +133,8 @@ class Model:
         self._impls = kernel_report.ImplWatch(self._lib, art.kernel_ops)
         if self.target == "cuda":
             from .cuda import CudaIO
-            self._io = CudaIO(self.input_specs, self.output_specs, device)
+            self._io = CudaIO(self.input_specs, self.output_specs, device,
+                              self._mock.cudart if self._mock is not None else None)
             use_graph = self.meta.get("cuda_graph", False) if cuda_graph is None else cuda_graph
             self._check(self._lib.ait_model_set_option(handle, b"cuda_graph", int(bool(use_graph))))
         elif cuda_graph:
@@ -286,6 +297,8 @@ class Model:
         if self._handle is None:
             raise ModelError("the model is closed")
         feeds = self._prepare(inputs)
+        if self._mock is not None:
+            return self._mock_call(feeds)
         if self._io is not None:
             return self._io.run(feeds, self._call)
         arrays = [a for _, a in feeds]
@@ -304,6 +317,31 @@ class Model:
         if got != shapes:  # the run writes the shapes it computed: they must be the ones allocated
             raise ModelError(f"the library gave output shapes {got} after promising {shapes}")
         return dict(zip(self.output_specs, outs))
+
+    def _mock_call(self, feeds) -> dict[str, object]:
+        """A run on the mock device: the library's host side runs, the launches are checked."""
+        from .mock import RUN_LOCK, raise_failures
+        with RUN_LOCK:
+            self._mock.begin(self._mock_nodes)
+            try:
+                out = self._io.run(feeds, self._call)
+            finally:
+                self._mock_run = self._mock.collect(self._mock_ops)
+        raise_failures(self._mock_run, self._mock_ops)
+        return out
+
+    def launch_log(self) -> list:
+        """The kernel launches of the last run on the mock device (aitgen.runtime.mock.Launch), each
+        with the checks it failed; `mock_run()` adds the run's failures and alignment census."""
+        return list(self.mock_run().launches)
+
+    def mock_run(self):
+        """The last run on the mock device: aitgen.runtime.mock.MockRun."""
+        if self._mock is None:
+            raise AitgenError("launch records exist for models loaded with mock_device=True")
+        if self._mock_run is None:
+            raise AitgenError("no run on the mock device yet: call run() first")
+        return self._mock_run
 
     def benchmark(self, inputs: Mapping[str, np.ndarray], iters: int = 50, warmup: int = 5) -> dict[str, float]:
         """Latency of `run` in milliseconds over `iters` timed calls, after `warmup` untimed ones:

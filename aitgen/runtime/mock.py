@@ -1,0 +1,191 @@
+"""The mock device: a CUDA build's host side, run with no GPU.
+
+`Model.load(dir, mock_device=True)` (and `aitgen run DIR --mock-device`) loads the build's mock
+variant (`mock_<digest>.so`, the same objects linked against `libaitgen_mock_cudart.so`, see
+aitgen/codegen/mock_build.py and backends/cuda/mock/). Everything of the library runs: the
+container, constant upload, arena, dim binding, each kernel's host function with its dispatch,
+CUTLASS's `can_implement` and workspace sizing, TMA descriptor encoding, graph capture; the kernels
+themselves are recorded, not executed, so outputs hold no results. Each launch is checked: its
+pointer arguments lie in live allocations, each node's operands meet the alignment their kernel
+declares, the launch fits the arch's limits, nothing allocates or synchronises during a capture,
+and with several streams every read is ordered after the write it reads. A run that breaks a check
+raises MockDeviceError naming the first failing launch; `Model.launch_log()` gives the records.
+
+One mock device per process (as one GPU): the first mock runtime loaded serves every mock model.
+"""
+from __future__ import annotations
+
+import ctypes
+import dataclasses
+import hashlib
+import os
+import threading
+from pathlib import Path
+from typing import Optional
+
+from ..errors import DeviceError, MockDeviceError
+from . import cubin
+
+# The simulated GPU per arch: (cc major, cc minor, SMs, shared memory per block opt-in, per SM).
+ARCH_DEVICE = {"sm_80": (8, 0, 108, 166912, 167936), "sm_90a": (9, 0, 132, 232448, 233472)}
+RUN_LOCK = threading.Lock()  # one run at a time on the mock device: its log is global
+
+
+@dataclasses.dataclass(frozen=True)
+class Launch:
+    index: int
+    kernel: str          # demangled device function name
+    node: int            # the run sequence's call that issued it (-1: none)
+    op: str              # the op of that call
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    cluster: tuple[int, int, int]
+    shared_bytes: int
+    stream: int          # 1: the legacy default stream; 2 and up: created streams
+    from_graph: bool     # replayed from a captured CUDA graph
+    pointers: tuple[int, ...]  # device addresses among its arguments
+    failure: str         # "" when every check passed
+
+
+@dataclasses.dataclass
+class MockRun:
+    launches: list[Launch]
+    failures: list[str]
+    operands: int = 0    # node operands checked for alignment
+    unpacked: int = 0    # of those, pointers that missed the alignment their kernel prefers
+
+    def summary(self) -> str:
+        if not self.failures:
+            return f"mock run: {len(self.launches)} launches, all checks passed"
+        return f"mock run: {len(self.launches)} launches, {len(self.failures)} failed checks; first: {self.failures[0]}"
+
+
+class _Shim:
+    """The few cuda-python runtime calls runtime/cuda.py makes, answered by the mock runtime:
+    each returns (status, *values) as cuda.bindings.runtime does."""
+
+    class cudaMemcpyKind:
+        cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost = 1, 2
+
+    def __init__(self, lib: ctypes.CDLL):
+        self._lib = lib
+
+    def cudaMalloc(self, n: int):
+        p = ctypes.c_void_p()
+        return self._lib.cudaMalloc(ctypes.byref(p), ctypes.c_size_t(n)), p.value or 0
+
+    def cudaFree(self, p: int):
+        return (self._lib.cudaFree(ctypes.c_void_p(p)),)
+
+    def cudaMemcpy(self, dst: int, src: int, n: int, kind):
+        return (self._lib.cudaMemcpy(ctypes.c_void_p(dst), ctypes.c_void_p(src), ctypes.c_size_t(n), int(kind)),)
+
+    def cudaSetDevice(self, d: int):
+        return (self._lib.cudaSetDevice(d),)
+
+
+class MockDevice:
+    _instance: Optional["MockDevice"] = None
+    _guard = threading.Lock()
+
+    def __init__(self, runtime: Path):
+        self.path, self.digest = runtime, _sha256(runtime)
+        self.lib = ctypes.CDLL(str(runtime), mode=ctypes.RTLD_LOCAL)
+        L, I64 = self.lib, ctypes.c_longlong
+        L.aitmock_configure.argtypes = [ctypes.c_int] * 3 + [I64, I64]
+        L.aitmock_add_kernel.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.POINTER(I64), ctypes.c_int, I64]
+        L.aitmock_set_nodes.argtypes = [ctypes.c_int, ctypes.POINTER(I64)]
+        L.aitmock_fail_at.argtypes = [I64]
+        L.aitmock_launch.argtypes = [I64]
+        L.aitmock_launch.restype = ctypes.c_char_p
+        L.aitmock_failure.argtypes = [ctypes.c_int]
+        L.aitmock_failure.restype = ctypes.c_char_p
+        L.aitmock_operands.argtypes = [ctypes.c_int]
+        for f in ("aitmock_api_calls", "aitmock_launch_count", "aitmock_live_bytes", "aitmock_operands"):
+            getattr(L, f).restype = I64
+        self.cudart = _Shim(L)
+        self.libraries: set[str] = set()
+
+    @classmethod
+    def get(cls, runtime: Path) -> "MockDevice":
+        """The process's mock device, loading `runtime` the first time. A library that needs the
+        mock runtime binds to the loaded one by its soname, so a second, different runtime file
+        could not be used: it is refused."""
+        with cls._guard:
+            if cls._instance is None:
+                cls._instance = MockDevice(runtime)
+            elif cls._instance.digest != _sha256(runtime):
+                raise DeviceError(f"{runtime} differs from the mock CUDA runtime this process loaded first "
+                                  f"({cls._instance.path}): builds of two aitgen versions; use one per process")
+            return cls._instance
+
+    def configure(self, arch: Optional[str]) -> None:
+        self.lib.aitmock_configure(*ARCH_DEVICE.get(arch or "sm_80", ARCH_DEVICE["sm_80"]))
+
+    def load_library(self, library: Path) -> ctypes.CDLL:
+        """Register the kernels of `library` (their parameter layouts, from its device code), then
+        load it. RTLD_DEEPBIND: its CUDA calls bind to the mock runtime, its own dependency, even
+        in a process where a real libcudart is loaded globally."""
+        if str(library) not in self.libraries:
+            kernels, compressed = cubin.library_kernels(library)
+            if compressed:
+                raise DeviceError(f"{library}: {compressed} cubins are compressed, so the mock cannot read their "
+                                  "kernels' parameters; this aitgen builds with --no-compress: rebuild")
+            for k in kernels.values():
+                sizes = (ctypes.c_longlong * max(len(k.params), 1))(*[s for _, s in k.params])
+                self.lib.aitmock_add_kernel(k.name.encode(), len(k.params), sizes, k.max_threads, k.static_smem)
+            self.libraries.add(str(library))
+        return ctypes.CDLL(str(library), mode=ctypes.RTLD_LOCAL | os.RTLD_DEEPBIND)
+
+    def begin(self, nodes: list) -> None:
+        flat: list[int] = []
+        for row in nodes:
+            flat.append(len(row))
+            for extent, align, write in row:
+                flat += [extent, align, write]
+        arr = (ctypes.c_longlong * max(len(flat), 1))(*flat)
+        self.lib.aitmock_set_nodes(len(nodes), arr)
+        self.lib.aitmock_begin()
+
+    def fail_at(self, n: int) -> None:
+        """Make the n-th counted CUDA call from now fail (-1: none): fault injection."""
+        self.lib.aitmock_fail_at(n)
+
+    def api_calls(self) -> int:
+        return int(self.lib.aitmock_api_calls())
+
+    def live_bytes(self) -> int:
+        return int(self.lib.aitmock_live_bytes())
+
+    def collect(self, ops: list[str]) -> MockRun:
+        launches = []
+        for i in range(int(self.lib.aitmock_launch_count())):
+            raw = self.lib.aitmock_launch(i).decode(errors="replace").split("\t")
+            idx, node, grid, block, cluster, smem, stream, graph, ptrs, kernel, failure = (raw + [""] * 11)[:11]
+            n = int(node)
+            launches.append(Launch(int(idx), kernel, n, ops[n] if 0 <= n < len(ops) else "", _dim3(grid),
+                                   _dim3(block), _dim3(cluster), int(smem), int(stream), graph == "1",
+                                   tuple(int(p, 16) for p in ptrs.split(",") if p), failure))
+        failures = [self.lib.aitmock_failure(i).decode(errors="replace")
+                    for i in range(self.lib.aitmock_failure_count())]
+        return MockRun(launches, failures, int(self.lib.aitmock_operands(0)), int(self.lib.aitmock_operands(1)))
+
+
+def raise_failures(run: MockRun, ops: list[str]) -> None:
+    if not run.failures:
+        return
+    first = run.failures[0]
+    for launch in run.launches:  # name the op of the first failing launch, when there is one
+        if launch.failure:
+            first = f"launch #{launch.index} of op {launch.op!r} ({launch.kernel}): {launch.failure}"
+            break
+    raise MockDeviceError(run.summary().split(";")[0] + f"; first: {first}", run.failures, run.launches)
+
+
+def _dim3(text: str) -> tuple[int, int, int]:
+    parts = [int(x) for x in text.split(",") if x] + [1, 1, 1]
+    return parts[0], parts[1], parts[2]
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
