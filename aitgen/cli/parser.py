@@ -94,6 +94,12 @@ def build_parser() -> argparse.ArgumentParser:
                      help="write each output to DIR/<name>.npy (characters other than A-Z a-z 0-9 _ . - become _; "
                           "a name that then collides with another output's gets a short hash appended; the lines "
                           "printed give each output's file)")
+    run.add_argument("--mock-device", action="store_true",
+                     help="run a CUDA build's host side with no GPU on the mock device: every kernel launch is "
+                          "recorded and checked (pointers, alignment, launch limits, graph capture, stream order), "
+                          "none executes; inputs not given are zeros at their largest shapes")
+    run.add_argument("--cuda-graph", action="store_true",
+                     help="with --mock-device: run three times with CUDA graphs on (eager, capture, replay)")
     run.set_defaults(func=cmd_run)
 
     bench = sub.add_parser("bench", help="time a built model on random inputs at their max shapes: latency "

@@ -28,10 +28,14 @@ def _cudart():
     return cudart
 
 
-def check(result, what: str, error: ModelErrorFactory = DeviceError):
-    """cuda-python returns (err, *values): raise `error` naming `what` unless err is success."""
+def check(result, what: str, error: ModelErrorFactory = DeviceError, rt=None):
+    """cuda-python returns (err, *values): raise `error` naming `what` unless err is success. A
+    failed call also sets the thread's last CUDA error, which the next kernel launch's check would
+    report as its own: `rt` (the runtime API used) clears it first."""
     err, *values = result if isinstance(result, tuple) else (result,)
     if int(err) != 0:
+        if rt is not None:
+            rt.cudaGetLastError()
         name = getattr(err, "name", str(err))
         raise error(f"{what} failed: {name} ({int(err)})")
     return values[0] if len(values) == 1 else tuple(values)
@@ -59,7 +63,7 @@ class DeviceBuffer:
 
     def __init__(self, nbytes: int, rt=None):
         self.nbytes, self.rt = int(nbytes), rt or _cudart()
-        self.ptr = int(check(self.rt.cudaMalloc(max(self.nbytes, 1)), f"cudaMalloc of {self.nbytes} bytes"))
+        self.ptr = int(check(self.rt.cudaMalloc(max(self.nbytes, 1)), f"cudaMalloc of {self.nbytes} bytes", rt=self.rt))
 
     def free(self) -> None:
         if getattr(self, "ptr", 0):
@@ -77,14 +81,14 @@ def copy_to_device(dst: int, a: np.ndarray, rt=None) -> None:
     if a.nbytes:
         rt = rt or _cudart()
         k = rt.cudaMemcpyKind.cudaMemcpyHostToDevice
-        check(rt.cudaMemcpy(dst, a.ctypes.data, a.nbytes, k), "copying an input to the GPU")
+        check(rt.cudaMemcpy(dst, a.ctypes.data, a.nbytes, k), "copying an input to the GPU", rt=rt)
 
 
 def copy_to_host(a: np.ndarray, src: int, rt=None) -> None:
     if a.nbytes:
         rt = rt or _cudart()
         k = rt.cudaMemcpyKind.cudaMemcpyDeviceToHost
-        check(rt.cudaMemcpy(a.ctypes.data, src, a.nbytes, k), "copying an output from the GPU")
+        check(rt.cudaMemcpy(a.ctypes.data, src, a.nbytes, k), "copying an output from the GPU", rt=rt)
 
 
 class DeviceArray:

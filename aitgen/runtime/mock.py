@@ -80,6 +80,9 @@ class _Shim:
     def cudaMemcpy(self, dst: int, src: int, n: int, kind):
         return (self._lib.cudaMemcpy(ctypes.c_void_p(dst), ctypes.c_void_p(src), ctypes.c_size_t(n), int(kind)),)
 
+    def cudaGetLastError(self):
+        return (self._lib.cudaGetLastError(),)
+
     def cudaSetDevice(self, d: int):
         return (self._lib.cudaSetDevice(d),)
 
@@ -171,7 +174,8 @@ class MockDevice:
         return MockRun(launches, failures, int(self.lib.aitmock_operands(0)), int(self.lib.aitmock_operands(1)))
 
 
-def raise_failures(run: MockRun, ops: list[str]) -> None:
+def raise_failures(run: MockRun, ops: list[str], cause: Optional[BaseException] = None) -> None:
+    """MockDeviceError naming the first failing launch (else the first failed check), if any."""
     if not run.failures:
         return
     first = run.failures[0]
@@ -179,7 +183,9 @@ def raise_failures(run: MockRun, ops: list[str]) -> None:
         if launch.failure:
             first = f"launch #{launch.index} of op {launch.op!r} ({launch.kernel}): {launch.failure}"
             break
-    raise MockDeviceError(run.summary().split(";")[0] + f"; first: {first}", run.failures, run.launches)
+    also = f" (the library then failed: {cause})" if cause is not None else ""
+    raise MockDeviceError(run.summary().split(";")[0] + f"; first: {first}{also}", run.failures,
+                          run.launches) from cause
 
 
 def _dim3(text: str) -> tuple[int, int, int]:

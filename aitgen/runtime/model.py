@@ -325,8 +325,12 @@ class Model:
             self._mock.begin(self._mock_nodes)
             try:
                 out = self._io.run(feeds, self._call)
-            finally:
+            except AitgenError as e:
+                # The library refused (a kernel's own check): the mock's finding comes first when it has one.
                 self._mock_run = self._mock.collect(self._mock_ops)
+                raise_failures(self._mock_run, self._mock_ops, cause=e)
+                raise
+            self._mock_run = self._mock.collect(self._mock_ops)
         raise_failures(self._mock_run, self._mock_ops)
         return out
 

@@ -24,6 +24,16 @@
 #include "aitgen/bad_input.hpp"
 #include "aitgen/model_abi.h"
 
+// Fault planting for the mock device's tests (tests/backends/cuda/mock/test_mock_device.py), never set
+// by a build: every constant `AIT_PLANT_CONSTANT_SKEW` bytes past its aligned place, the arena
+// `AIT_PLANT_ARENA_SHORTFALL` bytes short. The mock must name the launches this breaks.
+#ifndef AIT_PLANT_CONSTANT_SKEW
+#define AIT_PLANT_CONSTANT_SKEW 0
+#endif
+#ifndef AIT_PLANT_ARENA_SHORTFALL
+#define AIT_PLANT_ARENA_SHORTFALL 0
+#endif
+
 namespace {
 
 thread_local std::string g_last_error;
@@ -61,7 +71,7 @@ struct Runtime {
   std::vector<int64_t> vars;
   BackendRuntime backend;  // declared last: destroyed first, while the arena it may use still exists
   Runtime(int64_t arena_bytes, int num_vars)
-      : arena(arena_bytes, "the activation arena"), vars(num_vars > 0 ? num_vars : 1) {}
+      : arena(arena_bytes - AIT_PLANT_ARENA_SHORTFALL, "the activation arena"), vars(num_vars > 0 ? num_vars : 1) {}
 };
 
 template <typename F>
@@ -173,8 +183,8 @@ void load_weights(AitModel* m, const std::string& dir) {
         c.nbytes > INT64_MAX - kConstantAlign - total)
       throw std::runtime_error(std::string("constant '") + c.name + "' has a bad offset or size");
     file_end = std::max<int64_t>(file_end, c.offset + c.nbytes);
-    placed[i] = total;
-    total += (c.nbytes + kConstantAlign - 1) / kConstantAlign * kConstantAlign;
+    placed[i] = total + AIT_PLANT_CONSTANT_SKEW;
+    total += (c.nbytes + AIT_PLANT_CONSTANT_SKEW + kConstantAlign - 1) / kConstantAlign * kConstantAlign;
   }
   m->weights = std::make_unique<ModelMemory>(total, "the constants");
   m->constant_ptrs.assign(info->num_constants > 0 ? info->num_constants : 1, nullptr);

@@ -86,6 +86,7 @@ cudaError_t copy_op(Device& d, void* dst, const void* src, size_t n, Stream* s, 
 AITMOCK_API void** __cudaRegisterFatBinary(void* fatCubin) { return static_cast<void**>(fatCubin); }
 AITMOCK_API void __cudaRegisterFatBinaryEnd(void**) {}
 AITMOCK_API void __cudaUnregisterFatBinary(void**) {}
+AITMOCK_API char __cudaInitModule(void**) { return 1; }
 AITMOCK_API void __cudaRegisterVar(void**, char*, char*, const char*, int, size_t, int, int) {}
 AITMOCK_API void __cudaRegisterFunction(void**, const char* hostFun, char*, const char* deviceName, int, uint3*,
                                         uint3*, dim3*, dim3*, int*) {

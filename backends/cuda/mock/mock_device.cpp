@@ -208,6 +208,8 @@ cudaError_t launch(Device& d, Op& op, Stream* s, bool from_graph) {
     }
   }
   std::vector<Access> acc = op.accesses;  // the node's operands, as the node hook saw them
+  if (op.node < 0 && acc.empty())         // no node: each device pointer argument, read and written
+    for (uintptr_t w : r.pointers) acc.push_back({w, w + 1, true, 0, 0, -1, ""});
   for (Access& a : acc) a.launch = r.index, a.what = who;
   const std::string race = d.check_accesses(acc, s);
   if (!race.empty()) bad(race, cudaSuccess);
