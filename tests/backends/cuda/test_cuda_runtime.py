@@ -97,18 +97,18 @@ class HostBuffer:
     """Stands in for DeviceBuffer: numpy bytes at a stable address."""
     live = []
 
-    def __init__(self, nbytes):
-        self.nbytes = nbytes
+    def __init__(self, nbytes, rt=None):
+        self.nbytes, self.rt = nbytes, rt
         self.mem = np.zeros(max(nbytes, 1), np.uint8)
         self.ptr = self.mem.ctypes.data
         HostBuffer.live.append(self)
 
 
-def _memmove_to(dst, a):
+def _memmove_to(dst, a, rt=None):
     ctypes.memmove(dst, a.ctypes.data, a.nbytes)
 
 
-def _memmove_from(a, src):
+def _memmove_from(a, src, rt=None):
     ctypes.memmove(a.ctypes.data, src, a.nbytes)
 
 

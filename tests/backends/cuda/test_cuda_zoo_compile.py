@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 
 import aitgen as ag
 from aitgen import models
+from aitgen.runtime.model import Model
 
 pytestmark = pytest.mark.cuda_compile
 
@@ -27,12 +29,32 @@ SMALL = {
 }
 
 
+def mock_runs(work) -> str:
+    """Run the build on the mock device (aitgen/runtime/mock.py) at its largest shapes: eagerly, then
+    captured and replayed as a CUDA graph. Every launch must pass every check (pointers in live
+    allocations, the alignment each kernel requires, launch limits, capture rules); returns the
+    alignment census line."""
+    lines = []
+    for graph in (False, True):
+        with Model.load(work, mock_device=True, cuda_graph=graph) as m:
+            feeds = {n: np.zeros(s.max_shape, s.dtype.np) for n, s in m.input_specs.items()}
+            for _ in range(3 if graph else 1):
+                m.run(feeds)   # MockDeviceError names the first failing launch
+            run = m.mock_run()
+            assert not run.failures and run.launches
+            assert all(ln.from_graph for ln in run.launches) == graph
+            lines.append(f"{run.summary()}; {run.operands} operands aligned as required, "
+                         f"{run.unpacked} below the alignment their kernel prefers")
+    return lines[0]
+
+
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
 @pytest.mark.parametrize("name", sorted(SMALL))
 def test_zoo_compiles_for_cuda(cuda_toolchain, tmp_path, name, arch):
     _, outputs = models.get(name, **SMALL[name])
     work = ag.compile_model(outputs, target="cuda", arch=arch, workdir=tmp_path / name, precision="float16",
                             load=False, jobs=1)
+    census = mock_runs(work)
     meta = json.loads((work / "model.json").read_text())
     report = json.loads((work / "report.json").read_text())
     assert meta["arch"] == arch and (work / meta["library"]).stat().st_size > 0
@@ -42,4 +64,16 @@ def test_zoo_compiles_for_cuda(cuda_toolchain, tmp_path, name, arch):
     f32 = sum(t.value.nbytes for t in ag.Graph.from_outputs(outputs).constants)
     assert report["constant_bytes"] <= 0.55 * f32
     print(f"{name} {arch}: {report['num_kernels']} calls, {report['unique_kernels']} unique kernels, "
-          f"cache {report['cache_hits']} hits / {report['cache_misses']} misses, {report['build_seconds']:.1f} s")
+          f"cache {report['cache_hits']} hits / {report['cache_misses']} misses, {report['build_seconds']:.1f} s; "
+          f"{census}")
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
+@pytest.mark.parametrize("precision", [None, "bfloat16"])
+@pytest.mark.parametrize("name", ["bert_base", "resnet50"])
+def test_zoo_other_precisions_on_the_mock(cuda_toolchain, tmp_path, name, precision, arch):
+    """float32 (SIMT GEMMs, float32 element-wise) and bfloat16 builds pass the mock's checks too."""
+    _, outputs = models.get(name, **SMALL[name])
+    work = ag.compile_model(outputs, target="cuda", arch=arch, workdir=tmp_path / name, precision=precision,
+                            load=False, jobs=1)
+    print(f"{name} {precision or 'float32'} {arch}: {mock_runs(work)}")
