@@ -143,15 +143,17 @@ class CudaIO:
         # every run waits for (backends/cuda/src/cuda_runtime.cu).
         return dlpack.view(obj, name, stream=1)
 
-    def run(self, feeds: Sequence[tuple[str, Any]], call) -> dict[str, Any]:
+    def run(self, feeds: Sequence[tuple[str, Any]], call, stream: Optional[int] = None) -> dict[str, Any]:
         """feeds: (name, numpy array or DLView) per input in order; call(in_ptrs, in_shapes,
-        out_ptrs) runs the library and returns the output shapes."""
+        out_ptrs, stream) runs the library and returns the output shapes. stream: the cudaStream_t
+        the run orders itself after; None: torch's (cupy's) current stream when an input is a
+        torch (cupy) tensor, since outputs are allocated on it, else none beyond the legacy one."""
         try:
             staging = self._staging.get_nowait()   # one set per concurrent caller, reused after
         except queue.Empty:
             staging = {}
         try:
-            return self._run(feeds, call, staging)
+            return self._run(feeds, call, staging, stream)
         finally:
             self._staging.put(staging)
 
@@ -171,7 +173,7 @@ class CudaIO:
             buf = staging[key] = DeviceBuffer(nbytes, self.rt)
         return buf.ptr
 
-    def _run(self, feeds, call, staging) -> dict[str, Any]:
+    def _run(self, feeds, call, staging, stream) -> dict[str, Any]:
         ptrs, shapes, frameworks = [], [], set()
         for name, value in feeds:
             spec = self.input_specs[name]
@@ -199,7 +201,9 @@ class CudaIO:
             buf = _allocate(mode, spec, self.device)
             outs.append(buf)
             out_ptrs.append(_data_ptr(buf))
-        out_shapes = call(ptrs, shapes, out_ptrs)
+        if stream is None:
+            stream = _current_stream(mode, self.device)
+        out_shapes = call(ptrs, shapes, out_ptrs, stream or 0)
         result = {}
         for j, (name, spec) in enumerate(self.output_specs.items()):
             shape = tuple(out_shapes[j])
@@ -213,6 +217,18 @@ class CudaIO:
             else:  # torch / cupy: a view of the first numel elements
                 result[name] = outs[j][:numel].reshape(shape)
         return result
+
+
+def _current_stream(mode: str, device: int) -> int:
+    """The framework's current stream on `device` (0: none to order after beyond the legacy one)."""
+    if mode == "torch":
+        import torch
+        return int(torch.cuda.current_stream(device).cuda_stream)
+    if mode == "cupy":
+        import cupy
+        with cupy.cuda.Device(device):
+            return int(cupy.cuda.get_current_stream().ptr)
+    return 0
 
 
 def _nbytes(shape, dtype: DType) -> int:

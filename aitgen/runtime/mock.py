@@ -83,6 +83,16 @@ class _Shim:
     def cudaGetLastError(self):
         return (self._lib.cudaGetLastError(),)
 
+    def cudaStreamCreateWithFlags(self, flags: int):
+        s = ctypes.c_void_p()
+        return self._lib.cudaStreamCreateWithFlags(ctypes.byref(s), ctypes.c_uint(flags)), s.value or 0
+
+    def cudaMemsetAsync(self, p: int, value: int, n: int, stream: int):
+        return (self._lib.cudaMemsetAsync(ctypes.c_void_p(p), value, ctypes.c_size_t(n), ctypes.c_void_p(stream)),)
+
+    def cudaStreamSynchronize(self, stream: int):
+        return (self._lib.cudaStreamSynchronize(ctypes.c_void_p(stream)),)
+
     def cudaSetDevice(self, d: int):
         return (self._lib.cudaSetDevice(d),)
 

@@ -56,6 +56,7 @@ def _bind(lib: ctypes.CDLL) -> None:
                                             ctypes.POINTER(I64)]
     lib.ait_model_run.argtypes = [P, ctypes.POINTER(P), ctypes.POINTER(ctypes.POINTER(I64)), ctypes.POINTER(P),
                                   ctypes.POINTER(I64)]
+    lib.ait_model_run_on_stream.argtypes = lib.ait_model_run.argtypes + [P]
     lib.ait_model_set_constants.argtypes = [P, I, ctypes.POINTER(ctypes.c_char_p), ctypes.POINTER(P),
                                             ctypes.POINTER(I64)]
     lib.ait_model_set_option.argtypes = [P, ctypes.c_char_p, I64]
@@ -283,24 +284,33 @@ class Model:
         self._check(self._lib.ait_model_output_shapes(self._handle, shape_ptrs, out_shapes))
         return self._unpack_shapes(out_shapes)
 
-    def _call(self, in_ptrs: list[int], in_shapes: list[tuple], out_ptrs: list[int]) -> list[tuple[int, ...]]:
-        """ait_model_run on raw pointers; the actual output shapes."""
+    def _call(self, in_ptrs: list[int], in_shapes: list[tuple], out_ptrs: list[int],
+              stream: int = 0) -> list[tuple[int, ...]]:
+        """ait_model_run_on_stream on raw pointers; the actual output shapes."""
         n_in, n_out = len(in_ptrs), len(self.output_specs)
         c_in = (ctypes.c_void_p * max(n_in, 1))(*in_ptrs)
         shape_ptrs, _rows = self._c_shapes(in_shapes)
         c_out = (ctypes.c_void_p * max(n_out, 1))(*out_ptrs)
         out_shapes = (ctypes.c_int64 * (MAX_RANK * max(n_out, 1)))()
-        self._check(self._lib.ait_model_run(self._handle, c_in, shape_ptrs, c_out, out_shapes))
+        self._check(self._lib.ait_model_run_on_stream(self._handle, c_in, shape_ptrs, c_out, out_shapes,
+                                                      ctypes.c_void_p(stream or None)))
         return self._unpack_shapes(out_shapes)
 
-    def run(self, inputs: Mapping[str, object]) -> dict[str, object]:
+    def run(self, inputs: Mapping[str, object], stream=None) -> dict[str, object]:
+        """Run once. CUDA models start after the work queued so far on `stream` (a
+        torch.cuda.Stream, a cupy Stream or a raw cudaStream_t handle as an int; default: torch's
+        current stream when an input is a torch tensor, cupy's for cupy, else the legacy default
+        stream alone), and return when the run is complete."""
         if self._handle is None:
             raise ModelError("the model is closed")
+        handle = _stream_handle(stream)
+        if handle and self._io is None:
+            raise RuntimeInputTypeError("stream applies to CUDA models; this one runs on the CPU")
         feeds = self._prepare(inputs)
         if self._mock is not None:
-            return self._mock_call(feeds)
+            return self._mock_call(feeds, handle)
         if self._io is not None:
-            return self._io.run(feeds, self._call)
+            return self._io.run(feeds, self._call, handle)
         arrays = [a for _, a in feeds]
         # Outputs of their exact size, not of the bounds': a dim bounded by 2**40 must not cost
         # terabytes on a run with batch 2.
@@ -318,13 +328,13 @@ class Model:
             raise ModelError(f"the library gave output shapes {got} after promising {shapes}")
         return dict(zip(self.output_specs, outs))
 
-    def _mock_call(self, feeds) -> dict[str, object]:
+    def _mock_call(self, feeds, stream: Optional[int]) -> dict[str, object]:
         """A run on the mock device: the library's host side runs, the launches are checked."""
         from .mock import RUN_LOCK, raise_failures
         with RUN_LOCK:
             self._mock.begin(self._mock_nodes)
             try:
-                out = self._io.run(feeds, self._call)
+                out = self._io.run(feeds, self._call, stream)
             except AitgenError as e:
                 # The library refused (a kernel's own check): the mock's finding comes first when it has one.
                 self._mock_run = self._mock.collect(self._mock_ops)
@@ -416,6 +426,20 @@ class Model:
             self.close()
         except Exception:
             pass
+
+
+def _stream_handle(stream) -> Optional[int]:
+    """The cudaStream_t of Model.run's `stream` argument (None: the default of the inputs' framework)."""
+    if stream is None:
+        return None
+    for attr in ("cuda_stream", "ptr"):   # torch.cuda.Stream, cupy.cuda.Stream
+        if hasattr(stream, attr):
+            stream = getattr(stream, attr)
+            break
+    if isinstance(stream, bool) or not isinstance(stream, (int, np.integer)) or not 0 <= int(stream) < 1 << 64:
+        raise RuntimeInputTypeError(f"stream must be a torch/cupy CUDA stream or a cudaStream_t handle (int), got "
+                                    f"{type(stream).__name__}")
+    return int(stream)
 
 
 def _count(value, what: str, lo: int, hi: int) -> int:

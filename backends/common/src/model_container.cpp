@@ -286,6 +286,11 @@ int ait_model_constant_info(const AitModel* m, int i, const char** name, int* dt
 
 int ait_model_run(AitModel* m, const void* const* inputs, const int64_t* const* input_shapes,
                   void* const* outputs, int64_t* output_shapes) {
+  return ait_model_run_on_stream(m, inputs, input_shapes, outputs, output_shapes, nullptr);
+}
+
+int ait_model_run_on_stream(AitModel* m, const void* const* inputs, const int64_t* const* input_shapes,
+                            void* const* outputs, int64_t* output_shapes, void* stream) {
   return guarded([&] {
     if (!m) throw BadInput("model is null");
     Runtime* r = m->acquire();
@@ -302,7 +307,7 @@ int ait_model_run(AitModel* m, const void* const* inputs, const int64_t* const* 
       if (!outputs[i]) throw BadInput(std::string("output '") + m->info->outputs[i].name + "' is null");
     AitRunContext ctx{inputs, outputs, m->constant_ptrs.data(), r->arena.ptr, r->vars.data(), output_shapes,
                       m->constants_version.load()};
-    ait::hooks::execute(r->backend.ptr, ctx, m->info->num_vars, m->info->num_inputs, m->info->num_outputs);
+    ait::hooks::execute(r->backend.ptr, ctx, m->info->num_vars, m->info->num_inputs, m->info->num_outputs, stream);
   });
 }
 

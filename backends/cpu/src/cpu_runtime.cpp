@@ -34,7 +34,7 @@ Runtime* runtime_create() { return new Runtime; }
 
 void runtime_destroy(Runtime* r) noexcept { delete r; }
 
-void execute(Runtime*, const AitRunContext& ctx, int, int, int) { ait_generated_run(&ctx); }
+void execute(Runtime*, const AitRunContext& ctx, int, int, int, void*) { ait_generated_run(&ctx); }
 
 bool set_option(Runtime*, const char*, int64_t) { return false; }
 

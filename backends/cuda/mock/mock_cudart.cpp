@@ -320,6 +320,19 @@ AITMOCK_API cudaError_t cudaMemsetAsync(void* p, int v, size_t n, cudaStream_t s
   Stream* s = d.stream(st);
   if (!s) return ret(cudaErrorInvalidResourceHandle);
   if (!range_ok(d, p, n, "cudaMemsetAsync")) return ret(cudaErrorInvalidValue);
+  const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+  std::vector<Access> acc;
+  if (n && d.is_device_address(a)) acc.push_back({a, a + n, true, 0, 0, -1, "cudaMemsetAsync"});
+  if (s->capture >= 0) {
+    Op op;
+    op.kind = "memset";
+    op.accesses = acc;
+    d.graphs[s->capture].ops.push_back(op);
+  } else {
+    d.submit(s);
+    const std::string race = d.check_accesses(acc, s);
+    if (!race.empty()) d.fail(std::string("cudaMemsetAsync: ") + race);
+  }
   if (n) std::memset(p, v, n);
   return cudaSuccess;
 }

@@ -23,8 +23,14 @@ static uint64_t at(const Clock& c, int agent) { return agent < (int)c.size() ? c
 Device::Device() {
   // Device addresses come from one reserved range, so a word of a kernel's arguments that falls
   // in it is a device pointer and is checked; nothing else is. Pages are committed per allocation.
-  for (size_t gib : {size_t{256}, size_t{64}, size_t{16}}) {
-    void* p = mmap(nullptr, gib << 30, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  // The range sits far from where Linux puts heaps, stacks and mappings (0x55..., 0x7f...): an
+  // uninitialised field of a parameter struct holds stale stack bytes, and two int32 fields whose
+  // high one is a stack address's upper half (0x7ffe) read as 0x7ffe00000001, which a range among
+  // the mappings would take for a pointer. Here its upper half is 0x2a00..0x2a10.
+  for (size_t gib : {size_t{64}, size_t{16}}) {
+    void* p = mmap(reinterpret_cast<void*>(uintptr_t{0x2a0000000000}), gib << 30, PROT_NONE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
+    if (p == MAP_FAILED) p = mmap(nullptr, gib << 30, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (p != MAP_FAILED) {
       range_lo = next = reinterpret_cast<uintptr_t>(p);
       range_hi = range_lo + (gib << 30);

@@ -237,14 +237,21 @@ void clear_record(Runtime* r) noexcept {
 
 }  // namespace
 
-void execute(Runtime* r, const AitRunContext& ctx, int num_vars, int num_inputs, int num_outputs) {
+void execute(Runtime* r, const AitRunContext& ctx, int num_vars, int num_inputs, int num_outputs,
+             void* caller_stream) {
   check(cudaSetDevice(r->device), "cudaSetDevice");
   cuda::CurrentRun current(r);
   try {
     // Inputs may be written by work queued on the legacy default stream (torch's default stream,
-    // a plain cudaMemcpy): the run starts after it.
+    // a plain cudaMemcpy): the run starts after it. And after the caller's stream (torch's current
+    // one): its work may have produced the inputs, or still use the memory the caching allocator
+    // handed out for the outputs.
     check(cudaEventRecord(r->ready, cudaStreamLegacy), "cudaEventRecord");
     check(cudaStreamWaitEvent(r->stream, r->ready, 0), "cudaStreamWaitEvent");
+    if (caller_stream) {
+      check(cudaEventRecord(r->ready, static_cast<cudaStream_t>(caller_stream)), "cudaEventRecord on the caller's stream");
+      check(cudaStreamWaitEvent(r->stream, r->ready, 0), "cudaStreamWaitEvent");
+    }
     if (r->use_graphs)
       run_graph(r, ctx, num_vars, num_inputs, num_outputs);
     else

@@ -122,7 +122,7 @@ def host_io(monkeypatch):
     io = rcuda.CudaIO(ins, outs, 0)
     calls = []
 
-    def twice(in_ptrs, in_shapes, out_ptrs):
+    def twice(in_ptrs, in_shapes, out_ptrs, stream=0):
         """The 'kernel': y = 2 x, read and written through the raw pointers it is handed."""
         calls.append((list(in_ptrs), list(out_ptrs)))
         n = int(np.prod(in_shapes[0]))

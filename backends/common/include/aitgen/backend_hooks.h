@@ -34,8 +34,10 @@ Runtime* runtime_create();
 void runtime_destroy(Runtime* r) noexcept;
 
 // Run ait_generated_run(ctx) on this runtime; outputs and ctx->output_shapes are complete when it
-// returns. `num_outputs` sizes ctx->output_shapes (num_outputs * AIT_MAX_RANK).
-void execute(Runtime* r, const AitRunContext& ctx, int num_vars, int num_inputs, int num_outputs);
+// returns. `num_outputs` sizes ctx->output_shapes (num_outputs * AIT_MAX_RANK). `caller_stream`: a
+// device stream the run must start after (null: none), as ait_model_run_on_stream documents.
+void execute(Runtime* r, const AitRunContext& ctx, int num_vars, int num_inputs, int num_outputs,
+             void* caller_stream);
 
 // A backend option (e.g. "cuda_graph" = 0/1). False: this backend has no option of that name.
 bool set_option(Runtime* r, const char* name, int64_t value);

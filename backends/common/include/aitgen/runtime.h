@@ -46,6 +46,14 @@ AIT_API int ait_model_output_info(const AitModel* model, int i, const char** nam
 AIT_API int ait_model_run(AitModel* model, const void* const* inputs, const int64_t* const* input_shapes,
                   void* const* outputs, int64_t* output_shapes);
 
+/* ait_model_run, ordered after the work queued so far on `stream` (CUDA: a cudaStream_t of the
+ * model's device, e.g. torch's current stream, whose work may have produced the inputs or may still
+ * use the output buffers; null: the legacy default stream only). The run itself executes on the
+ * runtime's own stream and returns when it is complete, so work the caller queues afterwards is
+ * ordered after it. The CPU backend ignores `stream`. */
+AIT_API int ait_model_run_on_stream(AitModel* model, const void* const* inputs, const int64_t* const* input_shapes,
+                            void* const* outputs, int64_t* output_shapes, void* stream);
+
 /* The output shapes a run with these input shapes gives (output_shapes[j * AIT_MAX_RANK + d]), after
  * the same checks as ait_model_run (AIT_BAD_INPUT naming the input at fault); runs nothing, so a
  * caller can allocate outputs of their exact size. Thread-safe. */

@@ -185,3 +185,26 @@ def test_tampered_mock_library_is_refused(mlp_sm80, tmp_path):
     with pytest.raises(ModelError, match="unexpected form"):
         Model.load(work, mock_device=True)
     assert os.path.exists(lib)
+
+
+def test_run_orders_itself_after_the_callers_stream(mlp_sm80):
+    """Work the caller queued on its stream (torch's current one: it may still use the memory handed
+    out for the outputs) must come before the run's kernels: without the event the mock sees a race."""
+    with Model.load(mlp_sm80, mock_device=True) as m:
+        m.run(feeds())
+        rt = m._mock.cudart
+        err, caller = rt.cudaStreamCreateWithFlags(1)   # non-blocking, as torch's side streams
+        assert err == 0
+        staging = m._io._staging.get_nowait()
+        m._io._staging.put(staging)
+        out = staging["out:output_0"]
+        for stream, race in ((caller, False), (None, True)):
+            assert rt.cudaMemsetAsync(out.ptr, 0, out.nbytes, caller)[0] == 0
+            if race:
+                with pytest.raises(MockDeviceError, match="cudaMemsetAsync writes on stream"):
+                    m.run(feeds(), stream=stream)
+            else:
+                m.run(feeds(), stream=stream)
+            rt.cudaStreamSynchronize(caller)
+        with pytest.raises(ag.errors.RuntimeInputTypeError, match="stream must be"):
+            m.run(feeds(), stream="s")
