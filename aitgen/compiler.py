@@ -24,7 +24,7 @@ from .codegen.mock_build import build_mock, node_table
 from .codegen.program import build_program, user_name
 from .codegen.render import render
 from .codegen.report import write_graph_json, write_report
-from .errors import WorkdirError
+from .errors import RuntimeInputTypeError, WorkdirError
 from .ir.graph import Graph, Outputs
 from .memory import MemoryPlan, plan_memory
 from .options import CompileOptions
@@ -138,7 +138,7 @@ def compile_model(outputs: Union[Outputs, Graph], target: str = "auto", workdir:
                   *, fusion: bool = True, precision: Optional[str] = None, arch: Optional[str] = None,
                   num_runtimes: int = 1, verify: bool = False, dump_passes: Optional[str] = None,
                   name: str = "model", progress: bool = False, extra_flags: Sequence[str] = (),
-                  extra_passes: Sequence[PassFn] = (), load: bool = True, cuda_graph: bool = False,
+                  extra_passes: Sequence[PassFn] = (), load: bool = True, cuda_graph: Optional[bool] = None,
                   allow_tf32: bool = False, jobs: Optional[int] = None, profile: bool = False,
                   check_kernels: bool = True):
     """Compile `outputs` (a Tensor, list, dict name -> Tensor, or Graph) into `workdir` and load it.
@@ -146,7 +146,8 @@ def compile_model(outputs: Union[Outputs, Graph], target: str = "auto", workdir:
     `arch` (CUDA: "sm_80" or "sm_90a"; "sm_90" means sm_90a) defaults to the present GPU's, else
     sm_80 (backends/cuda/backend.yaml). `precision` ("float16" / "bfloat16") converts float32
     compute and constants (passes/convert_precision.py). `cuda_graph` makes the loaded model replay
-    its run sequence as CUDA graphs (Model.load(cuda_graph=...) overrides it). `load=False` builds
+    its run sequence as CUDA graphs (Model.load(cuda_graph=...) overrides it); None: on for a CUDA
+    model whose inputs are all of static shape (one graph, captured at the second run). `load=False` builds
     only — no device is needed — and returns the workdir Path. `extra_flags` are appended to every
     compile and to the link (e.g. sanitizer flags); they are part of the object-cache key and the
     library's name. `extra_passes` run after PIPELINE and before memory planning
@@ -167,9 +168,13 @@ def compile_model(outputs: Union[Outputs, Graph], target: str = "auto", workdir:
     target = pick_target(target)
     backend = load_backend(target)
     arch = backend.resolve_arch(arch, cuda_capability)
+    graph = outputs.copy() if isinstance(outputs, Graph) else Graph.from_outputs(outputs, name=name)
+    if cuda_graph is None:
+        cuda_graph = target == "cuda" and all(d.is_static for t in graph.inputs for d in t.shape)
+    elif not isinstance(cuda_graph, bool):
+        raise RuntimeInputTypeError(f"cuda_graph must be True, False or None, got {type(cuda_graph).__name__}")
     opts = compile_options(target, fusion=fusion, precision=precision, arch=arch, verify=verify,
                            dump_passes=dump_passes, allow_tf32=allow_tf32, cuda_graph=cuda_graph, profile=profile)
-    graph = outputs.copy() if isinstance(outputs, Graph) else Graph.from_outputs(outputs, name=name)
     num_ops = len(graph.ops)
     run = run_passes(graph, opts, list(PIPELINE) + list(extra_passes))
     graph = run.graph

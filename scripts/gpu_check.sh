@@ -11,6 +11,8 @@
 # Wheels in .whl/ (nvidia-cutlass, anything else missing there) are installed into /tmp/site first;
 # aitgen itself runs from this checkout (PYTHONPATH). backends/cuda/README.md says how to carry them.
 #   OUT=/tmp/gc bash scripts/gpu_check.sh           # QUICK=1: small configs, fewer rounds (a smoke run)
+#   DRY_RUN=1 bash scripts/gpu_check.sh             # no GPU: the plan (steps, time boxes), and the smoke
+#                                                   # step's build for sm_90a run on the mock device
 set -uo pipefail
 
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -40,21 +42,22 @@ summary = {"steps": {}}
 for line in steps.read_text().splitlines():
     name, rc, secs, limit = line.split("\t")
     summary["steps"][name] = {"exit": int(rc), "seconds": int(secs), "limit": int(limit), "timed_out": rc == "124"}
-junit = out / "gpu_tests.xml"
-if junit.exists():
-    root = ET.parse(junit).getroot()
-    suites = [root] if root.tag == "testsuite" else list(root)
-    tests = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0, "failed": []}
-    for s in suites:
-        for k in ("tests", "failures", "errors", "skipped"):
-            tests[k] += int(s.get(k, 0))
-        for case in s.iter("testcase"):
-            bad = case.find("failure") if case.find("failure") is not None else case.find("error")
-            if bad is not None:
-                tests["failed"].append({"test": f"{case.get('classname')}::{case.get('name')}",
-                                        "message": (bad.get("message") or "")[:300]})
-    tests["passed"] = tests["tests"] - tests["failures"] - tests["errors"] - tests["skipped"]
-    summary["gpu_tests"] = tests
+for key, xml in (("gpu_smoke", "gpu_smoke.xml"), ("gpu_tests", "gpu_tests.xml")):
+  junit = out / xml
+  if junit.exists():
+      root = ET.parse(junit).getroot()
+      suites = [root] if root.tag == "testsuite" else list(root)
+      tests = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0, "failed": []}
+      for s in suites:
+          for k in ("tests", "failures", "errors", "skipped"):
+              tests[k] += int(s.get(k, 0))
+          for case in s.iter("testcase"):
+              bad = case.find("failure") if case.find("failure") is not None else case.find("error")
+              if bad is not None:
+                  tests["failed"].append({"test": f"{case.get('classname')}::{case.get('name')}",
+                                          "message": (bad.get("message") or "")[:300]})
+      tests["passed"] = tests["tests"] - tests["failures"] - tests["errors"] - tests["skipped"]
+      summary[key] = tests
 for name in ("gpu_vs_torch", "gemm_sweep", "gpu_bandwidth"):
     p = out / f"{name}.json"
     if p.exists():
@@ -98,25 +101,48 @@ from aitgen.codegen import locate; print(\"torch\", torch.__version__, torch.cud
 print(\"cutlass\", locate.cutlass().version); from aitgen.runtime import device;
 print(\"capability\", device.cuda_capability())'"
 
-# 2. the gpu tier: every op kind against the oracle in float32/float16/bfloat16, the small zoo, the runtime
-# The time boxes add up to at most 560 s: one device-tool call may run 600 s.
-if [[ "$QUICK" == 1 ]]; then TIER_LIMIT=150; else TIER_LIMIT=200; fi
+if [[ "${DRY_RUN:-0}" == 1 ]]; then
+  cat <<'PLAN' | tee -a "$LOG"
+== gpu_check dry run: the steps a GPU run takes, each in its own time box (560 s at most in all)
+  install_wheels    60 s  carried wheels (.whl/: nvidia-cutlass) into /tmp/site
+  environment       30 s  nvidia-smi, nvcc, torch, CUTLASS, the GPU's compute capability
+  smoke             60 s  one case of each kernel family, float16, against the oracle (test_gpu_smoke.py)
+  gpu_tests        150 s  the gpu tier: every op kind x float32/float16/bfloat16, the small zoo, the runtime
+  gpu_vs_torch     130 s  bert_base s128 b1, resnet50 b1, float16: aitgen vs torch eager and torch.compile
+  gemm_sweep        90 s  CUTLASS GEMMs vs torch.matmul (TFLOP/s), one JSON line per shape
+  gpu_bandwidth     30 s  the fused element-wise kernel's GB/s vs a device copy
+Each step writes its JSON when it ends; summary.json is rewritten after every step and on exit.
+Here, without a GPU: the smoke step's build for sm_90a and sm_80, run on the mock device.
+PLAN
+  step smoke_on_mock 900 "$PY" -m pytest -q -s -m cuda_compile -p no:cacheprovider \
+    tests/backends/cuda/test_gpu_smoke.py -k on_the_mock
+  exit 0
+fi
+
+# 2. the smoke set: one case of each kernel family, float16, against the oracle; a broken family
+# shows here within a minute, before the full tier spends its time box.
+step smoke 60 "$PY" -m pytest -q -m gpu -p no:cacheprovider tests/backends/cuda/test_gpu_smoke.py \
+  --junitxml="$OUT/gpu_smoke.xml" -o junit_family=xunit1
+
+# 3. the gpu tier: every op kind against the oracle in float32/float16/bfloat16, the small zoo, the runtime
+# The time boxes add up to at most 560 s (with the smoke step's 60): one device-tool call may run 600 s.
+if [[ "$QUICK" == 1 ]]; then TIER_LIMIT=120; else TIER_LIMIT=150; fi
 # --dist loadscope: a module's tests stay on one worker, so its module-scoped builds (one per dtype
 # in test_gpu_ops.py) happen once, not once per worker. GPU_TEST_ARGS narrows the tier (e.g. -k float16).
 step gpu_tests "$TIER_LIMIT" "$PY" -m pytest -q -m gpu -n 4 --dist loadscope -p no:cacheprovider tests/backends/cuda \
   --junitxml="$OUT/gpu_tests.xml" -o junit_family=xunit1 ${GPU_TEST_ARGS:-}
 
-# 3. end-to-end latency against torch (float16, the GPU's arch: sm_90a on an H200)
+# 4. end-to-end latency against torch (float16, the GPU's arch: sm_90a on an H200)
 if [[ "$QUICK" == 1 ]]; then BENCH_ARGS=(--small --rounds 3 --iters 5 --no-compile); else BENCH_ARGS=(--rounds 7 --iters 20); fi
-step gpu_vs_torch 140 "$PY" benchmarks/gpu_vs_torch.py --models bert_base resnet50 --precision float16 \
+step gpu_vs_torch 130 "$PY" benchmarks/gpu_vs_torch.py --models bert_base resnet50 --precision float16 \
   "${BENCH_ARGS[@]}" --out "$OUT/gpu_vs_torch.json"
 
-# 4. GEMM sweep (CUTLASS vs torch.matmul), where the GEMM work ships one
+# 5. GEMM sweep (CUTLASS vs torch.matmul), where the GEMM work ships one
 if [[ -f benchmarks/gpu_gemm_sweep.py ]]; then
-  step gemm_sweep 100 "$PY" benchmarks/gpu_gemm_sweep.py --out "$OUT/gemm_sweep.json"
+  step gemm_sweep 90 "$PY" benchmarks/gpu_gemm_sweep.py --out "$OUT/gemm_sweep.json"
 fi
 
-# 5. fused element-wise bandwidth
+# 6. fused element-wise bandwidth
 step gpu_bandwidth 30 "$PY" benchmarks/gpu_bandwidth.py --out "$OUT/gpu_bandwidth.json" \
   $([[ "$QUICK" == 1 ]] && echo "--mib 128 --no-compile")
 

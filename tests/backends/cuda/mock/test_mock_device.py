@@ -208,3 +208,19 @@ def test_run_orders_itself_after_the_callers_stream(mlp_sm80):
             rt.cudaStreamSynchronize(caller)
         with pytest.raises(ag.errors.RuntimeInputTypeError, match="stream must be"):
             m.run(feeds(), stream="s")
+
+
+def test_cuda_graphs_are_on_by_default_for_static_shapes(cuda_toolchain, mlp_sm80, tmp_path):
+    x = ag.Tensor([8, 16], dtype="float16", name="x")
+    work = ag.compile_model(ag.ops.sigmoid(x) * 2.0, target="cuda", arch="sm_80", workdir=tmp_path / "s", load=False)
+    assert json.loads((work / "model.json").read_text())["cuda_graph"] is True
+    assert json.loads((mlp_sm80 / "model.json").read_text())["cuda_graph"] is False   # a dynamic batch
+    with Model.load(work, mock_device=True) as m:
+        seen = []
+        for _ in range(3):
+            m.run({"x": np.ones((8, 16), np.float16)})
+            seen.append(all(ln.from_graph for ln in m.launch_log()))
+    assert seen == [False, True, True]
+    with pytest.raises(ag.errors.RuntimeInputTypeError, match="cuda_graph must be"):
+        ag.compile_model(ag.ops.sigmoid(x), target="cuda", arch="sm_80", workdir=tmp_path / "t", load=False,
+                         cuda_graph="yes")
