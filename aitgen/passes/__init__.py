@@ -28,6 +28,7 @@ from .match_gelu import match_gelu
 from .match_norms import match_norms
 from .group_ops import group_ops
 from .name_graph import name_graph
+from .pad_conv_channels import pad_conv_channels
 from .patchify_conv import patchify_conv
 from .remove_no_ops import remove_no_ops
 from .remove_unused import remove_unused
@@ -69,6 +70,9 @@ PIPELINE: list[PassFn] = [
     # merge_view_chains, which merges an importer's NCHW -> NHWC permute with the patch permute, and
     # before the epilogue fusions: the GEMM, not the conv, takes the bias, activation and residual.
     patchify_conv,
+    # After patchify_conv (a patch conv over RGB is a GEMM by then, which needs no padding) and
+    # convert_precision (only float16/bfloat16 convs are padded); before the epilogue fusions. CUDA only.
+    pad_conv_channels,
     # After constant_folding: folding turns constant expressions into the ones and zeros that
     # x*1 and x+0 are recognised by.
     remove_no_ops,
@@ -151,6 +155,6 @@ def optimize(outputs_or_graph: "Outputs | Graph", opts: Optional[CompileOptions]
 __all__ = ["PIPELINE", "PassFn", "PassRecord", "PipelineRun", "run_pipeline", "run_passes", "optimize", "toposort",
            "remove_unused", "constant_folding", "fold_batchnorm", "fold_gemm_bias", "convert_precision", "remove_no_ops",
            "dedup", "fuse_attention", "fuse_parallel_gemms", "fuse_memory_ops", "gather_to_slice", "match_gelu",
-           "match_norms", "merge_view_chains", "patchify_conv", "sink_permutes", "sink_reshapes",
+           "match_norms", "merge_view_chains", "pad_conv_channels", "patchify_conv", "sink_permutes", "sink_reshapes",
            "fuse_conv_elementwise", "fuse_mm_elementwise", "fuse_elementwise", "fuse_norm_elementwise", "group_ops",
            "name_graph"]
