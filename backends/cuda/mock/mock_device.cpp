@@ -205,8 +205,12 @@ cudaError_t launch(Device& d, Op& op, Stream* s, bool from_graph) {
         uint64_t w;
         std::memcpy(&w, a.data() + off, 8);
         if (!d.is_device_address(w)) continue;
-        r.pointers.push_back(w);
         const Allocation* al = d.find(w);
+        // A narrow field (a float16 default, an int) stored with 8-byte moves from a register that
+        // held a pointer leaves that pointer's upper bytes in the field's padding: a word whose low
+        // 16 bits are zero (which no allocation base is: cudaMalloc below) may be that, not a pointer.
+        if ((!al || !al->live) && (w & 0xFFFF) == 0) continue;
+        r.pointers.push_back(w);
         if (!al || !al->live)
           bad("parameter " + std::to_string(i) + " (byte " + std::to_string(off) + ") points to " + d.describe(w),
               cudaErrorIllegalAddress);
