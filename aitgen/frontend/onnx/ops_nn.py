@@ -5,7 +5,7 @@ Layout: the IR's conv and pooling are NHWC with OHWI weights. A converter permut
 to NHWC, runs the IR op and permutes the result back, so two convolutions in a row meet as
 permute(permute(y)), which fuse_memory_ops collapses. Constant weights are transposed here, once
 (OIHW -> OHWI); a weight computed at run time gets a permute op. 1-D windows run as 2-D ones with a
-height of 1; 3-D windows are refused (UnsupportedOpError).
+height of 1; 3-D windows run as 2-D ones over (H, W) summed or maxed over depth slices (ops_nn3d.py).
 
 Norms live in ops_norm.py, Resize in ops_resize.py and reductions in ops_reduce.py; the shared
 helpers at the top of this file serve them too.
@@ -23,6 +23,7 @@ from ...ir.op import OpKind
 from ...ir.tensor import Tensor, constant
 from ...ops.pool import Pool2dAttrs
 from ...ops.registry import make_op1
+from . import ops_nn3d
 from .registry import NodeContext, onnx_op
 
 _AUTO_PADS = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
@@ -110,9 +111,9 @@ def window_attrs(ctx: NodeContext, x: Tensor, kernel: list[int], is_pool: bool):
 
 def spatial_rank(ctx: NodeContext, x: Tensor) -> int:
     nsp = x.ndim - 2
-    if nsp not in (1, 2):
-        raise ctx.unsupported(f"{nsp}-D spatial input {list(map(str, x.shape))}: aitgen supports 1-D and 2-D "
-                              "windows")
+    if nsp not in (1, 2, 3):
+        raise ctx.unsupported(f"{nsp}-D spatial input {list(map(str, x.shape))}: aitgen supports 1-D, 2-D "
+                              "and 3-D windows")
     return nsp
 
 
@@ -174,6 +175,8 @@ def _conv_operands(ctx: NodeContext):
 def _conv(ctx: NodeContext):
     x, nsp, w_shape, kernel, groups = _conv_operands(ctx)
     strides, dilations, begin, end = window_attrs(ctx, x, kernel, is_pool=False)
+    if nsp == 3:
+        return ops_nn3d.conv3d(ctx, x, kernel, groups, strides, dilations, begin, end, as_input(ctx, 2, x, "B"))
     w = _weight(ctx, 1, x, nsp)
     b = as_input(ctx, 2, x, "B")
     xs = ops.unsqueeze(x, [2]) if nsp == 1 else x
@@ -219,6 +222,9 @@ def _conv_transpose(ctx: NodeContext):
                 out_pad[i], end[i] = -end[i], 0
     if any(p < 0 for p in begin + end):
         raise ctx.unsupported(f"negative padding (begin {begin}, end {end}) is not supported")
+    if nsp == 3:
+        return ops_nn3d.conv_transpose3d(ctx, x, kernel, groups, strides, dilations, begin, end, out_pad,
+                                         as_input(ctx, 2, x, "B"))
     w = _weight(ctx, 1, x, nsp)  # [C_in, KH, KW, C_out/g]: ONNX's [C_in, C_out/g, *k] permuted alike
     b = as_input(ctx, 2, x, "B")
     xs = ops.unsqueeze(x, [2]) if nsp == 1 else x
@@ -285,6 +291,8 @@ def _max_pool(ctx: NodeContext):
 
     def pool(t, k, s, p):
         return ops.max_pool2d(t, k, s, p, dilation=d2, ceil_mode=ceil)
+    if nsp == 3:
+        return ops_nn3d.pool3d(ctx, x, "max", kernel, strides, dilations, begin, end, ceil)
     low = float("-inf") if x.dtype.is_float else float(np.iinfo(x.dtype.np).min)
     return _pool2d(ctx, pool, x, nsp, kernel, strides, dilations, begin, end,
                    big_pad=lambda t, p: pool(_explicit_pad(t, p, low), k2, s2, 0))
@@ -295,6 +303,8 @@ def _avg_pool(ctx: NodeContext):
     float_input(ctx, 0, "X")
     x, nsp, kernel, strides, dilations, begin, end, ceil = _pool_setup(ctx)
     include = bool(ctx.attr("count_include_pad", 0))
+    if nsp == 3:
+        return ops_nn3d.pool3d(ctx, x, "avg", kernel, strides, dilations, begin, end, ceil, include_pad=include)
 
     def avg(t, k, s, p, inc=include):
         # The builder has no dilation (torch has none); the op and its kernels do.
@@ -325,6 +335,8 @@ def _lp_pool(ctx: NodeContext):
         raise ctx.malformed(f"p must be >= 1, got {p}")
     if ceil:
         raise ctx.unsupported("ceil_mode in LpPool (the overhang would be counted in the window size)")
+    if nsp == 3:
+        return ops_nn3d.pool3d(ctx, x, "lp", kernel, strides, dilations, begin, end, ceil, p=p)
     ax = ops.abs(x)
     xp = ax if p == 1 else ops.mul(ax, ax) if p == 2 else ops.pow(ax, like(np.float32(p), x))
 

@@ -15,7 +15,10 @@ import numpy as np
 import pytest
 
 onnx = pytest.importorskip("onnx")
-ort = pytest.importorskip("onnxruntime")
+try:  # the numpy-reference checks (check_cases_ref) run without it; ort_run skips
+    import onnxruntime as ort
+except ImportError:
+    ort = None
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 import aitgen as ag  # noqa: E402
@@ -32,6 +35,8 @@ class Case:
     feeds: dict
     dim_bounds: Optional[dict] = None
     sizes: Sequence[dict] = ()  # extra feeds (other run-time sizes) for the CPU build
+    ort: bool = True  # check_cases_ref: onnxruntime has a kernel that follows the spec here
+    ref: bool = True  # check_cases_ref: onnx.reference handles the case (else onnxruntime is the reference)
 
 
 class In:
@@ -65,12 +70,14 @@ def node_model(op: str, inputs: Sequence[Optional[In]], attrs: Optional[dict] = 
 
 
 def case(name: str, op: str, inputs: Sequence[Optional[In]], attrs: Optional[dict] = None, *, opset: int = 17,
-         n_out: int = 1, dim_bounds=None, sizes=()) -> Case:
+         n_out: int = 1, dim_bounds=None, sizes=(), ort: bool = True, ref: bool = True) -> Case:
     feeds = {i.name: i.value for i in inputs if i is not None and not i.const}
-    return Case(name, node_model(op, inputs, attrs, opset=opset, n_out=n_out), feeds, dim_bounds, sizes)
+    return Case(name, node_model(op, inputs, attrs, opset=opset, n_out=n_out), feeds, dim_bounds, sizes, ort, ref)
 
 
 def ort_run(model, feeds: dict) -> dict:
+    if ort is None:
+        pytest.skip("onnxruntime is not installed")
     sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     names = [o.name for o in sess.get_outputs()]
     return dict(zip(names, sess.run(None, feeds)))
@@ -134,6 +141,52 @@ def check_cases(cases: Sequence[Case], workdir) -> dict:
     return imported
 
 
+def check_cases_ref(cases: Sequence[Case], workdir, tol: Optional[dict] = None) -> None:
+    """Each case against onnx's numpy reference (onnx.reference.ReferenceEvaluator): the oracle on
+    the imported graph, then ONE CPU build for all cases; the build also against onnxruntime where
+    it is installed and the case's op has a kernel there (Case.ort). Tolerance `tol` (default F32)."""
+    from onnx.reference import ReferenceEvaluator
+    tol = tol or F32
+    merged, runs = {}, []
+    for c in cases:
+        _, outs = ox.load(c.model, dim_bounds=c.dim_bounds)
+        used = used_inputs(outs)
+        prefix = re.sub(r"\W", "_", c.name) + "__"
+        for feeds in [c.feeds, *({**c.feeds, **s} for s in c.sizes)]:
+            theirs = ort_run(c.model, feeds) if c.ort and (ort is not None or not c.ref) else {}
+            want = dict(zip([o.name for o in c.model.graph.output], ReferenceEvaluator(c.model).run(None, feeds))) \
+                if c.ref else theirs
+            ref = ag.reference.run(outs, {k: v for k, v in feeds.items() if k in used})
+            for k, v in want.items():
+                _close(ref[k], v, f"{c.name}: oracle output {k} vs {'onnx.reference' if c.ref else 'onnxruntime'}", tol)
+            runs.append(({prefix + k: v for k, v in feeds.items()}, {prefix + k: v for k, v in want.items()},
+                         {prefix + k: v for k, v in theirs.items()}))
+        for t in used.values():
+            if not t.name.startswith(prefix):
+                t.name = prefix + t.name
+        merged.update({prefix + k: t for k, t in outs.items() if not t.is_constant})
+    model = ag.compile_model(merged, target="cpu", workdir=workdir)
+    inputs = set(model.input_specs)
+    base = first_feeds([f for f, _, _ in runs], inputs)
+    for feeds, want, theirs in runs:
+        got = model.run({**base, **{k: v for k, v in feeds.items() if k in inputs}})
+        for k in want:
+            if k in merged:
+                _close(got[k], want[k], f"CPU build: {k} vs the reference", tol)
+                if k in theirs:
+                    _close(got[k], theirs[k], f"CPU build: {k} vs onnxruntime", tol)
+    model.close()
+
+
+def _close(got: np.ndarray, want: np.ndarray, what: str, tol: dict) -> None:
+    assert got.shape == want.shape, f"{what}: shape {got.shape} vs {want.shape}"
+    if want.dtype.kind in "iub":
+        np.testing.assert_array_equal(got, want, err_msg=what)
+    else:
+        np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), err_msg=what,
+                                   equal_nan=True, **tol)
+
+
 def first_feeds(feeds_list, inputs) -> dict:
     out = {}
     for f in feeds_list:
@@ -151,5 +204,5 @@ def ints(shape, lo=-10, hi=10, dtype=np.int64, seed=0):
     return np.random.default_rng(seed).integers(lo, hi, shape).astype(dtype)
 
 
-__all__ = ["Case", "In", "case", "node_model", "check_cases", "ort_run", "assert_close", "rand", "ints",
+__all__ = ["Case", "In", "case", "node_model", "check_cases", "check_cases_ref", "ort_run", "assert_close", "rand", "ints",
            "TensorProto", "helper", "numpy_helper", "onnx", "F32", "used_inputs"]
