@@ -31,6 +31,7 @@ from . import (  # noqa: F401
     ops_norm,
     ops_reduce,
     ops_resize,
+    ops_sample,
     ops_shape,
     registry,
 )
