@@ -32,6 +32,7 @@ from . import (  # noqa: F401
     ops_reduce,
     ops_resize,
     ops_sample,
+    ops_signal,
     ops_shape,
     registry,
 )

@@ -48,7 +48,7 @@ class In:
 
 
 def node_model(op: str, inputs: Sequence[Optional[In]], attrs: Optional[dict] = None, *, opset: int = 17,
-               n_out: int = 1) -> "onnx.ModelProto":
+               n_out: int = 1, infer: bool = True) -> "onnx.ModelProto":
     graph_inputs, inits, names = [], [], []
     for i in inputs:
         if i is None:
@@ -66,13 +66,14 @@ def node_model(op: str, inputs: Sequence[Optional[In]], attrs: Optional[dict] = 
                           inits)
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
     m.ir_version = min(m.ir_version, 10)  # onnxruntime reads IR versions up to its own
-    return onnx.shape_inference.infer_shapes(m, strict_mode=True)
+    # infer=False: a malformed node that onnx's shape inference would reject (importer error tests)
+    return onnx.shape_inference.infer_shapes(m, strict_mode=True) if infer else m
 
 
 def case(name: str, op: str, inputs: Sequence[Optional[In]], attrs: Optional[dict] = None, *, opset: int = 17,
-         n_out: int = 1, dim_bounds=None, sizes=(), ort: bool = True, ref: bool = True) -> Case:
+         n_out: int = 1, dim_bounds=None, sizes=(), ort: bool = True, ref: bool = True, infer: bool = True) -> Case:
     feeds = {i.name: i.value for i in inputs if i is not None and not i.const}
-    return Case(name, node_model(op, inputs, attrs, opset=opset, n_out=n_out), feeds, dim_bounds, sizes, ort, ref)
+    return Case(name, node_model(op, inputs, attrs, opset=opset, n_out=n_out, infer=infer), feeds, dim_bounds, sizes, ort, ref)
 
 
 def ort_run(model, feeds: dict) -> dict:

@@ -1,0 +1,169 @@
+"""ONNX DFT (opset 17 and 20: forward, inverse, onesided, the inverse of a onesided spectrum) and
+STFT, as one GEMM with a constant matrix.
+
+A DFT along one axis is linear in the input, so with the axis moved next to the complex dim and
+both flattened to [..., n * c] (c = 1 real, 2 interleaved re/im), it is x @ M with M of shape
+[n * c, m * co] computed at import in float64: the twiddles cos/sin(2 pi j k / L), the 1 / L of
+the inverse, the truncation or zero padding of the input to dft_length, the onesided cut, and for
+the inverse of a onesided spectrum (numpy's irfft) the Hermitian weights 1 / 2 / 1. The GEMM runs
+through oneDNN like any other; O(n * m) work instead of an FFT's O(n log n), which is what the
+short transforms of audio front ends need. A matrix above MAX_MATRIX entries is refused.
+
+STFT gathers the frames with a constant index table (frames may overlap), multiplies by the
+window (folded into M when the window is a constant) and applies the same matrix.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+
+from ... import ops
+from ...ir.dims import IntImm
+from ...ir.tensor import Tensor, constant
+from .ops_nn import float_input, like, norm_axis
+from .registry import NodeContext, onnx_op
+
+MAX_MATRIX = 1 << 24  # entries of the dense DFT matrix (64 MiB in float32)
+
+
+def dft_matrix(n: int, c: int, length: int, inverse: bool, onesided: bool) -> tuple[np.ndarray, int, int]:
+    """(M [n * c, m * co], m, co): the DFT of length `length` of n input points (c components each)."""
+    irfft = inverse and onesided
+    m = length // 2 + 1 if onesided and not inverse else length
+    co = 1 if irfft else 2
+    used = min(n, length // 2 + 1 if irfft else length)  # input points past these are cut off
+    j = np.arange(used, dtype=np.float64)[:, None]
+    k = np.arange(m, dtype=np.float64)[None, :]
+    theta = 2.0 * np.pi * ((j * k) % length) / length  # the modulo keeps the angle small and exact
+    cos, sin = np.cos(theta), np.sin(theta)
+    mat = np.zeros((n, c, m, co), np.float64)
+    if irfft:
+        # y[t] = (1/L) sum_k w_k (Re X_k cos - Im X_k sin), w = 1 for k = 0 and k = L/2, else 2.
+        w = np.full((used, 1), 2.0)
+        w[0] = 1.0
+        if length % 2 == 0 and used > length // 2:
+            w[length // 2] = 1.0
+        mat[:used, 0, :, 0] = w * cos / length
+        if c == 2:
+            mat[:used, 1, :, 0] = -w * sin / length
+    else:
+        sign, scale = (1.0, 1.0 / length) if inverse else (-1.0, 1.0)
+        # (a + ib)(cos + i sign sin) = (a cos - b sign sin) + i (a sign sin + b cos)
+        mat[:used, 0, :, 0] = cos * scale
+        mat[:used, 0, :, 1] = sign * sin * scale
+        if c == 2:
+            mat[:used, 1, :, 0] = -sign * sin * scale
+            mat[:used, 1, :, 1] = cos * scale
+    return mat.reshape(n * c, m * co), m, co
+
+
+def _check_size(ctx: NodeContext, rows: int, cols: int) -> None:
+    if rows * cols > MAX_MATRIX:
+        raise ctx.unsupported(f"a transform of {rows} x {cols} as a dense matrix ({rows * cols} entries) is over "
+                              f"aitgen's limit of {MAX_MATRIX}: aitgen has no FFT kernel")
+
+
+def _scalar(ctx: NodeContext, i: int, what: str) -> Optional[int]:
+    v = ctx.ints(i, what)
+    if v is None:
+        return None
+    if len(v) != 1:
+        raise ctx.malformed(f"input {i} ({what}) must be a scalar, got {len(v)} values")
+    return v[0]
+
+
+def _complex_dim(ctx: NodeContext, x: Tensor, what: str) -> int:
+    last = x.shape[-1] if x.ndim else None
+    if last is None or not last.is_static or last.value not in (1, 2):
+        raise ctx.malformed(f"{what}'s last dim must be 1 (real) or 2 (complex), got "
+                            f"[{', '.join(map(str, x.shape))}]")
+    return last.value
+
+
+@onnx_op("DFT", min_opset=17)
+def _dft(ctx: NodeContext):
+    x = float_input(ctx, 0, "input")
+    if x.ndim < 3:
+        raise ctx.malformed(f"input must be [batch, ..., n, 1 or 2], got rank {x.ndim}")
+    c = _complex_dim(ctx, x, "input")
+    if ctx.opset >= 20:
+        axis = _scalar(ctx, 2, "axis")
+        axis = -2 if axis is None else axis
+    else:
+        axis = ctx.attr("axis", 1)
+    axis = norm_axis(ctx, axis, x.ndim)
+    if axis == x.ndim - 1:
+        raise ctx.malformed("axis cannot be the last (complex) dim")
+    inverse, onesided = bool(ctx.attr("inverse", 0)), bool(ctx.attr("onesided", 0))
+    n_dim = x.shape[axis]
+    if not n_dim.is_static:
+        raise ctx.unsupported(f"the transformed dim {n_dim} must be static")
+    n = n_dim.value
+    length = _scalar(ctx, 1, "dft_length")
+    if length is None:
+        length = 2 * (n - 1) if inverse and onesided else n
+    if length < 1:
+        raise ctx.malformed(f"dft_length must be >= 1, got {length}")
+    if onesided and not inverse and c == 2:
+        raise ctx.malformed("onesided needs a real input (last dim 1)")
+    _check_size(ctx, n * c, length * 2)
+    mat, m, co = dft_matrix(n, c, length, inverse, onesided)
+    # axis next to the complex dim, flattened with it: [..., n * c] @ M -> [..., m, co]
+    perm = [d for d in range(x.ndim - 1) if d != axis] + [axis, x.ndim - 1]
+    xt = ops.permute(x, perm) if perm != list(range(x.ndim)) else x
+    lead = list(xt.shape[:-2])
+    y = ops.gemm(ops.reshape(xt, [*lead, IntImm(n * c)]), like(mat, x))
+    y = ops.reshape(y, [*lead, m, co])
+    inv = [perm.index(d) for d in range(x.ndim)]
+    return ops.permute(y, inv) if inv != list(range(x.ndim)) else y
+
+
+@onnx_op("STFT", min_opset=17)
+def _stft(ctx: NodeContext):
+    x = float_input(ctx, 0, "signal")
+    if x.ndim != 3:
+        raise ctx.malformed(f"signal must be [batch, length, 1 or 2], got rank {x.ndim}")
+    c = _complex_dim(ctx, x, "signal")
+    if not x.shape[1].is_static:
+        raise ctx.unsupported(f"the signal length {x.shape[1]} must be static (it sets the frame count)")
+    size = x.shape[1].value
+    step = _scalar(ctx, 1, "frame_step")
+    if step is None or step < 1:
+        raise ctx.malformed(f"frame_step must be given and >= 1, got {step}")
+    window: Optional[Tensor] = as_window(ctx, x)
+    frame = _scalar(ctx, 3, "frame_length")
+    if window is not None:
+        wl = window.shape[0].value
+        if frame is not None and frame != wl:
+            raise ctx.malformed(f"frame_length {frame} differs from the window's length {wl}")
+        frame = wl
+    frame = size if frame is None else frame
+    if not 1 <= frame <= size:
+        raise ctx.malformed(f"frame_length {frame} must be in [1, signal length {size}]")
+    onesided = bool(ctx.attr("onesided", 1))
+    if onesided and c == 2:
+        raise ctx.malformed("onesided needs a real signal (last dim 1)")
+    frames = 1 + (size - frame) // step
+    _check_size(ctx, frame * c, frame * 2)
+    mat, m, co = dft_matrix(frame, c, frame, False, onesided)
+    idx = np.arange(frames, dtype=np.int64)[:, None] * step + np.arange(frame, dtype=np.int64)[None, :]
+    y = ops.gather(x, constant(idx), axis=1)  # [batch, frames, frame, c]
+    w_val = ctx.const(2)
+    if w_val is not None:  # the window scales M's rows (each input point's row block)
+        mat = mat * np.repeat(w_val.astype(np.float64), c)[:, None]
+    elif window is not None:
+        y = ops.mul(y, ops.reshape(window, [frame, 1]))
+    y = ops.gemm(ops.reshape(y, [x.shape[0], IntImm(frames), IntImm(frame * c)]), like(mat, x))
+    return ops.reshape(y, [x.shape[0], IntImm(frames), m, co])
+
+
+def as_window(ctx: NodeContext, x: Tensor) -> Optional[Tensor]:
+    if not ctx.has_input(2):
+        return None
+    w = ctx.input(2, "window")
+    if w.ndim != 1 or not w.shape[0].is_static:
+        raise ctx.malformed(f"window must be 1-D and static, got [{', '.join(map(str, w.shape))}]")
+    if w.dtype != x.dtype:
+        raise ctx.malformed(f"window has dtype {w.dtype}, signal has {x.dtype}")
+    return w
