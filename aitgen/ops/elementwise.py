@@ -256,7 +256,11 @@ def _make_infer_binary(kind: OpKind):
 
 def _div(a, b):
     if a.dtype.kind in "iu":  # integer division truncates toward zero, as in C
-        return (np.sign(a) * np.sign(b) * (np.abs(a) // np.where(b == 0, 1, np.abs(b)))).astype(a.dtype)
+        # From the floor quotient, not |a| // |b|: |INT_MIN| overflows (int8 -128 / 32 gave 4).
+        safe = np.where(b == 0, 1, b).astype(a.dtype)
+        q = np.floor_divide(a, safe)
+        q = q + ((np.mod(a, safe) != 0) & ((a < 0) != (safe < 0))).astype(a.dtype)
+        return np.where(b == 0, 0, q).astype(a.dtype)
     return a / b
 
 

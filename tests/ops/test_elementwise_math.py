@@ -93,6 +93,18 @@ def test_int_remainders_and_bitwise(dtype):
         np.testing.assert_array_equal(outs[k], np.array(w).astype(dtype), err_msg=k)
 
 
+@pytest.mark.parametrize("dtype", ["int8", "int32", "int64"])
+def test_int_division_truncates_at_the_type_minimum(dtype):
+    """C division toward zero, also for INT_MIN (whose |x| overflows); by 0 gives 0, as the kernels do."""
+    a, b = ag.Tensor([8], dtype, name="a"), ag.Tensor([8], dtype, name="b")
+    lo = int(np.iinfo(dtype).min)
+    av = np.array([lo, lo + 1, 7, -7, 7, -7, lo, 5], dtype)
+    bv = np.array([32, 32, 2, 2, -2, -2, 3, 0], dtype)
+    got = ag.reference.run(ops.div(a, b), {"a": av, "b": bv})
+    want = [(abs(x) // abs(y)) * (1 if (x < 0) == (y < 0) else -1) if y else 0 for x, y in zip(av.tolist(), bv.tolist())]
+    np.testing.assert_array_equal(next(iter(got.values())), np.array(want).astype(dtype))
+
+
 def test_float_remainders():
     a, b = ag.Tensor([6], name="a"), ag.Tensor([6], name="b")
     av = np.array([5.5, -5.5, 5.5, -5.5, 1.0, 0.0], np.float32)

@@ -22,6 +22,7 @@ from ...ir.tensor import Tensor
 # Importing the converter modules registers them (registry: for converter authors).
 from . import (  # noqa: F401
     ops_attention,
+    ops_col2im,
     ops_control,
     ops_einsum,
     ops_elementwise,

@@ -268,3 +268,47 @@ def _isinf(ctx: NodeContext):
 def _mod(ctx: NodeContext):
     a, b = ctx.input(0), ctx.input(1)
     return ops.fmod(a, b) if ctx.attr("fmod", 0) else ops.mod(a, b)
+
+
+@onnx_op("BitShift", min_opset=11)
+def _bit_shift(ctx: NodeContext):
+    """x << y / x >> y on signed integers by onnx's reference: an out-of-range count (< 0 or >= the
+    width w) gives 0, or -1 for a right shift of a negative x; bits leave at the top (wrapping).
+
+    The IR has no shift, so powers of two (looked up in a table, y clamped into it) do it, in
+    integer arithmetic that never overflows (signed overflow is undefined in the C++ kernels):
+    x >> y = (x - mod(x, 2^y)) / 2^y for y <= w - 2 (mod is floor modulo, the division exact);
+    x << y = mod(x, 2^b) * 2^y + bit_b(x) * INT_MIN with b = w - 1 - y, for 1 <= y <= w - 1: the
+    low b bits move up without reaching the sign, bit b lands on the sign bit."""
+    x, y = ctx.input(0, "X"), ctx.input(1, "Y")
+    if y.dtype != x.dtype:
+        raise ctx.malformed(f"X is {x.dtype}, Y is {y.dtype}")
+    if x.dtype == DType.bool or not x.dtype.is_int or not np.issubdtype(x.dtype.np, np.signedinteger):
+        raise ctx.unsupported(f"BitShift over {x.dtype}: aitgen shifts signed integers")
+    direction = ctx.attr("direction")
+    if direction not in ("LEFT", "RIGHT"):
+        raise ctx.malformed(f"direction must be 'LEFT' or 'RIGHT', got {direction!r}")
+    w = np.iinfo(x.dtype.np).bits
+    nt = x.dtype.np
+
+    def c(v) -> Tensor:
+        return constant(np.asarray(v, dtype=nt), dtype=x.dtype)
+    pow2 = constant(np.array([1 << k for k in range(w - 1)] + [np.iinfo(nt).min], dtype=nt), dtype=x.dtype)
+    y64 = ops.cast(y, DType.int64)
+
+    def pow_of(e: Tensor) -> Tensor:  # 2^e for e in [0, w - 1], e clamped into the table
+        e = ops.minimum(ops.maximum(e, constant(np.int64(0))), constant(np.int64(w - 1)))
+        return ops.gather(pow2, e, axis=0)
+    zero = c(0)
+    out_of_range = ops.logical_or(ops.less(y, zero), ops.greater_equal(y64, constant(np.int64(w))))
+    if direction == "RIGHT":
+        sign_fill = ops.where(ops.less(x, zero), c(-1), zero)
+        p = pow_of(ops.minimum(y64, constant(np.int64(w - 2))))
+        shifted = ops.div(ops.sub(x, ops.mod(x, p)), p)
+        full = ops.logical_or(out_of_range, ops.equal(y64, constant(np.int64(w - 1))))
+        return ops.where(full, sign_fill, shifted)
+    pb = pow_of(ops.sub(constant(np.int64(w - 1)), y64))  # 2^b, b = w - 1 - y
+    low = ops.mod(x, pb)
+    bit = ops.mod(ops.div(ops.sub(x, low), pb), c(2))
+    shifted = ops.add(ops.mul(low, pow_of(y64)), ops.mul(bit, c(np.iinfo(nt).min)))
+    return ops.where(out_of_range, zero, ops.where(ops.equal(y, zero), x, shifted))

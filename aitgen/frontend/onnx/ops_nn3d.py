@@ -77,15 +77,7 @@ def _weight_taps(ctx: NodeContext, i: int, x: Tensor) -> Callable[[Optional[int]
     if val is not None:
         if val.ndim != 5:
             raise ctx.malformed(f"weight has rank {val.ndim}, expected 5")
-        a, b, kd = val.shape[:3]
-
-        def const_tap(k: Optional[int]) -> Tensor:
-            if k is None:
-                w = val.transpose(0, 3, 4, 2, 1).reshape(a, val.shape[3], val.shape[4], kd * b)
-            else:
-                w = val[:, :, k].transpose(0, 2, 3, 1)
-            return ops_like(np.ascontiguousarray(w), x)
-        return const_tap
+        return const_weight_taps(val, x)
     w = ctx.input(i, "W")
     if w.ndim != 5 or w.dtype != x.dtype:
         raise ctx.malformed(f"weight must be a 5-D {x.dtype} tensor, got {w.dtype}[{', '.join(map(str, w.shape))}]")
@@ -97,6 +89,19 @@ def _weight_taps(ctx: NodeContext, i: int, x: Tensor) -> Callable[[Optional[int]
         t = ops.squeeze(ops.slice(w, [k], [k + 1], axes=[2]), [2])
         return ops.permute(t, [0, 2, 3, 1])
     return tap
+
+
+def const_weight_taps(val: np.ndarray, x: Tensor) -> Callable[[Optional[int]], Tensor]:
+    """_weight_taps of a constant [A, B, KD, KH, KW] weight (sliced here, once)."""
+    a, b, kd = val.shape[:3]
+
+    def const_tap(k: Optional[int]) -> Tensor:
+        if k is None:
+            w = val.transpose(0, 3, 4, 2, 1).reshape(a, val.shape[3], val.shape[4], kd * b)
+        else:
+            w = val[:, :, k].transpose(0, 2, 3, 1)
+        return ops_like(np.ascontiguousarray(w), x)
+    return const_tap
 
 
 def ops_like(arr: np.ndarray, x: Tensor) -> Tensor:
@@ -128,11 +133,11 @@ def conv3d(ctx: NodeContext, x: Tensor, kernel: list[int], groups: int, strides:
 
 def conv_transpose3d(ctx: NodeContext, x: Tensor, kernel: list[int], groups: int, strides: list[int],
                      dilations: list[int], begin: list[int], end: list[int], out_pad: list[int],
-                     bias: Optional[Tensor]) -> Tensor:
+                     bias: Optional[Tensor], weight: Optional[np.ndarray] = None) -> Tensor:
     """Along the depth: y[o] = sum over (i, k) with o = i*s + k*d - begin of x[i] W[k], which is a
     correlation, with the kernel flipped, of x with s - 1 zeros between slices, padded by
     d * (K - 1) - begin before and d * (K - 1) - end + output_padding after."""
-    (depth,) = _static(ctx, x, [2], "ConvTranspose")
+    (depth,) = _static(ctx, x, [2], ctx.op_type)
     kd, sd, dd = kernel[0], strides[0], dilations[0]
     xn = _to_ndhwc(x)
     if sd > 1:  # zero insertion: [N, D, 1, ...] padded to [N, D, s, ...], flattened, tail cut
@@ -145,7 +150,8 @@ def conv_transpose3d(ctx: NodeContext, x: Tensor, kernel: list[int], groups: int
     if n_out < 1:
         raise ctx.malformed(f"pads {begin + end} leave no output depth")
     taps = _depth_taps(xn, kd, 1, dd, n_out)
-    w_tap = _weight_taps(ctx, 1, x)  # ONNX [C_in, C_out/g, KD, KH, KW]: IR [C_in, KH, KW, C_out/g]
+    # ONNX [C_in, C_out/g, KD, KH, KW]: IR [C_in, KH, KW, C_out/g]; `weight`: a constant of the caller's
+    w_tap = _weight_taps(ctx, 1, x) if weight is None else const_weight_taps(weight, x)
     hw = dict(stride=tuple(strides[1:]), padding=(begin[1], end[1], begin[2], end[2]),
               output_padding=tuple(out_pad[1:]), dilation=tuple(dilations[1:]), groups=groups)
     try:
