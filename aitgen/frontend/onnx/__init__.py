@@ -24,6 +24,7 @@ from . import (  # noqa: F401
     ops_attention,
     ops_col2im,
     ops_control,
+    ops_deform,
     ops_einsum,
     ops_elementwise,
     ops_index,

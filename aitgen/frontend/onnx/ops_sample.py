@@ -73,6 +73,14 @@ def _axis_taps(g: Tensor, length: int, mode: str, padding: str, align: bool) -> 
     if mode == "nearest":
         u = ops.round(u)  # half to even, as torch since 2.1 and onnx's reference
     lo, hi = (0.0, length - 1.0) if align else (-0.5, length - 0.5)
+    return pixel_taps(u, length, mode, padding, lo, hi)
+
+
+def pixel_taps(u: Tensor, length: int, mode: str, padding: str, lo: float = 0.0,
+               hi: Optional[float] = None) -> list[tuple[Tensor, Optional[Tensor]]]:
+    """The taps at pixel coordinate u (float32) along an axis of `length`; [lo, hi] is the range
+    that border / reflection padding moves u into. DeformConv samples through this too."""
+    hi = length - 1.0 if hi is None else hi
     if padding == "border":  # only coordinates outside [lo, hi] move (cubic taps see the difference)
         out = ops.logical_or(ops.less(u, _f(lo)), ops.greater(u, _f(hi)))
         u = _where(out, ops.clamp(u, 0.0, length - 1.0), u)
@@ -100,7 +108,7 @@ def _axis_taps(g: Tensor, length: int, mode: str, padding: str, align: bool) -> 
     return res
 
 
-def _batch_offsets(ctx: NodeContext, n, stride: int, rank: int) -> Tensor:
+def batch_offsets(ctx: NodeContext, n, stride: int, rank: int) -> Tensor:
     """[N, 1, ...] int64 = n * stride: each batch's first row in the flattened X."""
     if n.is_static:
         return constant((np.arange(n.value, dtype=np.int64) * stride).reshape([-1] + [1] * (rank - 1)))
@@ -142,7 +150,7 @@ def _grid_sample(ctx: NodeContext):
         per_axis.append(_axis_taps(comp, dims[axis], mode, padding, align))
     strides = [int(np.prod(dims[a + 1:], dtype=np.int64)) for a in range(nsp)]
     table = ops.reshape(ops.permute(x, [0, *range(2, x.ndim), 1]), [x.shape[0] * prod(sizes), x.shape[1]])
-    base = _batch_offsets(ctx, x.shape[0], strides[0] * dims[0], g.ndim - 1)
+    base = batch_offsets(ctx, x.shape[0], strides[0] * dims[0], g.ndim - 1)
     y = None
     for combo in itertools.product(*per_axis):
         idx, w = base, None
