@@ -35,6 +35,7 @@ from . import (  # noqa: F401
     ops_resize,
     ops_sample,
     ops_signal,
+    ops_text,
     ops_shape,
     registry,
 )
