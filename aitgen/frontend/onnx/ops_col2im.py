@@ -15,7 +15,7 @@ from ... import ops
 from ...ir.dims import IntImm
 from . import ops_nn3d
 from .ops_nn import float_input, like, to_nchw, to_nhwc
-from .registry import NodeContext, onnx_op
+from .registry import NodeContext, check_constant_size, onnx_op
 
 
 def _ints_attr(ctx: NodeContext, name: str, n: int, default: int) -> list[int]:
@@ -60,6 +60,7 @@ def _col2im(ctx: NodeContext):
         out_pad.append(span % s)  # the rows after the last window: zeros
     if int(np.prod(blocks)) != n_cols:
         raise ctx.malformed(f"input has {n_cols} blocks, image_shape {image} gives {blocks} = {int(np.prod(blocks))}")
+    check_constant_size(ctx, c * k * k, f"the one-hot weight of block_shape {block}")
     w = np.zeros((c * k, 1, k), np.float32)  # ONNX ConvTranspose [C_in, C_out/g, *block] layout
     for ci in range(c):
         w[ci * k + np.arange(k), 0, np.arange(k)] = 1.0

@@ -24,7 +24,7 @@ from ...ir.dims import IntImm, prod
 from ...ir.dtype import DType
 from ...ir.tensor import Tensor, constant
 from .ops_nn import float_input, like
-from .registry import NodeContext, onnx_op
+from .registry import NodeContext, check_constant_size, onnx_op
 
 _MODES = {"bilinear": "linear", "linear": "linear", "nearest": "nearest", "bicubic": "cubic", "cubic": "cubic"}
 _PADDINGS = ("zeros", "border", "reflection")
@@ -181,6 +181,7 @@ def _affine_grid(ctx: NodeContext):
         raise ctx.malformed(f"theta's batch {theta.shape[0]} differs from size[0] = {size[0]}")
     align = bool(ctx.attr("align_corners", 0))
     spatial = size[2:]
+    check_constant_size(ctx, int(np.prod(spatial, dtype=object)) * (nsp + 1), f"the base grid of size {size}")
 
     def ramp(n: int) -> np.ndarray:
         if align:

@@ -7,7 +7,7 @@ both flattened to [..., n * c] (c = 1 real, 2 interleaved re/im), it is x @ M wi
 the inverse, the truncation or zero padding of the input to dft_length, the onesided cut, and for
 the inverse of a onesided spectrum (numpy's irfft) the Hermitian weights 1 / 2 / 1. The GEMM runs
 through oneDNN like any other; O(n * m) work instead of an FFT's O(n log n), which is what the
-short transforms of audio front ends need. A matrix above MAX_MATRIX entries is refused.
+short transforms of audio front ends need. A matrix above registry.MAX_CONSTANT entries is refused.
 
 STFT gathers the frames with a constant index table (frames may overlap), multiplies by the
 window (folded into M when the window is a constant) and applies the same matrix.
@@ -22,9 +22,7 @@ from ... import ops
 from ...ir.dims import IntImm
 from ...ir.tensor import Tensor, constant
 from .ops_nn import float_input, like, norm_axis
-from .registry import NodeContext, onnx_op
-
-MAX_MATRIX = 1 << 24  # entries of the dense DFT matrix (64 MiB in float32)
+from .registry import MAX_CONSTANT, NodeContext, check_constant_size, onnx_op
 
 
 def dft_matrix(n: int, c: int, length: int, inverse: bool, onesided: bool) -> tuple[np.ndarray, int, int]:
@@ -59,9 +57,9 @@ def dft_matrix(n: int, c: int, length: int, inverse: bool, onesided: bool) -> tu
 
 
 def _check_size(ctx: NodeContext, rows: int, cols: int) -> None:
-    if rows * cols > MAX_MATRIX:
+    if rows * cols > MAX_CONSTANT:
         raise ctx.unsupported(f"a transform of {rows} x {cols} as a dense matrix ({rows * cols} entries) is over "
-                              f"aitgen's limit of {MAX_MATRIX}: aitgen has no FFT kernel")
+                              f"aitgen's limit of {MAX_CONSTANT}: aitgen has no FFT kernel")
 
 
 def _scalar(ctx: NodeContext, i: int, what: str) -> Optional[int]:
@@ -146,6 +144,7 @@ def _stft(ctx: NodeContext):
         raise ctx.malformed("onesided needs a real signal (last dim 1)")
     frames = 1 + (size - frame) // step
     _check_size(ctx, frame * c, frame * 2)
+    check_constant_size(ctx, frames * frame, "the frame index table")
     mat, m, co = dft_matrix(frame, c, frame, False, onesided)
     idx = np.arange(frames, dtype=np.int64)[:, None] * step + np.arange(frame, dtype=np.int64)[None, :]
     y = ops.gather(x, constant(idx), axis=1)  # [batch, frames, frame, c]

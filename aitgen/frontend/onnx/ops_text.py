@@ -16,7 +16,7 @@ from ... import ops
 from ...ir.dims import IntImm
 from ...ir.dtype import DType
 from ...ir.tensor import Tensor, constant
-from .registry import NodeContext, onnx_op
+from .registry import NodeContext, check_constant_size, onnx_op
 
 _MODES = ("TF", "IDF", "TFIDF")
 
@@ -46,6 +46,7 @@ def _tfidf(ctx: NodeContext):
     if any(b < a for a, b in zip(counts_at, counts_at[1:] + [len(pool)])) or (counts_at and counts_at[0] < 0):
         raise ctx.malformed(f"ngram_counts {counts_at} must be ascending start offsets into the pool")
     n_out = max(indexes) + 1
+    check_constant_size(ctx, len(indexes) * n_out, f"the n-gram to column matrix ({n_out} columns)")
     if weights is not None and len(weights) != n_out:
         raise ctx.malformed(f"weights has {len(weights)} entries, the output {n_out} columns")
     length = x.shape[-1].value

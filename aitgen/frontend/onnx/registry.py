@@ -233,3 +233,15 @@ def _check_attr_type(ctx: NodeContext, name: str, v: Any, default: Any) -> None:
     if not ok:
         raise ctx.malformed(f"attribute '{name}' has the wrong type ({type(v).__name__}, "
                             f"expected {type(default).__name__})")
+
+
+MAX_CONSTANT = 1 << 24  # entries of one constant a converter builds at import (64 MiB in float32)
+
+
+def check_constant_size(ctx: NodeContext, entries: int, what: str) -> None:
+    """Refuse a constant that a converter would build from a node's attributes or shapes (a DFT
+    matrix, one-hot weights, an index table) above MAX_CONSTANT entries: a hostile or mistaken
+    model must give an error, not exhaust memory while importing."""
+    if entries > MAX_CONSTANT:
+        raise ctx.unsupported(f"{what} would be a constant of {entries} entries, over aitgen's limit of "
+                              f"{MAX_CONSTANT} for one import-time constant")

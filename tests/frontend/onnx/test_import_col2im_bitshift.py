@@ -67,6 +67,8 @@ def test_col2im_and_bitshift_match_numpy_reference_and_onnxruntime(tmp_path):
     ("c2i_runtime_shape", lambda: case("c", "Col2Im", [In("x", rand((1, 4, 9))), In("img", np.array([4, 4], I64)),
                                                        In("blk", np.array([2, 2], I64), True)], opset=18),
      UnsupportedOpError, "known at import time"),
+    ("c2i_huge_block", lambda: _col2im("c", In("x", rand((1, 8192, 1))), [4096, 2], [4096, 2], {}, infer=False),
+     UnsupportedOpError, "limit"),
     ("shift_direction", lambda: case("s", "BitShift", [In("a", np.ones(3, np.int32)), In("b", np.ones(3, np.int32))],
                                      {"direction": "UP"}, opset=28, infer=False), ImportError_, "direction"),
 ])

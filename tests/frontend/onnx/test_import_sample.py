@@ -88,6 +88,8 @@ def test_float16_grid_sample(tmp_path):
      UnsupportedOpError, "known at import time"),
     ("AffineGrid", [In("theta", rand((1, 3, 4))), In("size", np.array([1, 1, 4, 4], np.int64), True)], {},
      ImportError_, "theta must be"),
+    ("AffineGrid", [In("theta", rand((1, 2, 3))), In("size", np.array([1, 1, 1 << 20, 1 << 20], np.int64), True)], {},
+     UnsupportedOpError, "limit"),
     ("DeformConv", [In("x", rand((1, 3, 4, 4))), In("w", rand((2, 3, 2, 2))), In("off", rand((1, 6, 3, 3)))], {},
      ImportError_, "offset must be"),
     ("DeformConv", [In("x", rand((1, 3, 4, 4))), In("w", rand((2, 3, 2, 2))), In("off", rand((1, 8, 3, 3)))],

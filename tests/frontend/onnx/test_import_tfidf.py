@@ -54,6 +54,7 @@ def test_tfidf_matches_numpy_reference_and_onnxruntime(tmp_path):
     ({"min_gram_length": 3, "max_gram_length": 2}, ImportError_, "min_gram_length"),
     ({"weights": [1.0]}, ImportError_, "weights"),
     ({"ngram_counts": [0, 4, 3]}, ImportError_, "ascending"),
+    ({"ngram_indexes": list(range(8)) + [1 << 40]}, UnsupportedOpError, "limit"),
 ])
 def test_typed_errors(attrs, err, match):
     base = {"mode": "TF", "min_gram_length": 1, "max_gram_length": 3, "max_skip_count": 0, "ngram_counts": COUNTS,
