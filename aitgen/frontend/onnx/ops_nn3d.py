@@ -20,7 +20,7 @@ import numpy as np
 
 from ... import ops
 from ...ir.op import OpKind
-from ...ir.tensor import Tensor
+from ...ir.tensor import Tensor, constant
 from ...ops.pool import Pool2dAttrs
 from ...ops.registry import make_op1
 from .registry import NodeContext
@@ -105,8 +105,8 @@ def const_weight_taps(val: np.ndarray, x: Tensor) -> Callable[[Optional[int]], T
 
 
 def ops_like(arr: np.ndarray, x: Tensor) -> Tensor:
-    from .ops_nn import like  # ops_nn imports this module
-    return like(arr, x)
+    """A constant with x's dtype (ops_nn.like; ops_nn imports this module, so not from there)."""
+    return constant(np.asarray(arr, dtype=np.float32) if x.dtype.is_float else np.asarray(arr), dtype=x.dtype)
 
 
 def conv3d(ctx: NodeContext, x: Tensor, kernel: list[int], groups: int, strides: list[int],
