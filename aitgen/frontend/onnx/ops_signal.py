@@ -166,3 +166,38 @@ def as_window(ctx: NodeContext, x: Tensor) -> Optional[Tensor]:
     if w.dtype != x.dtype:
         raise ctx.malformed(f"window has dtype {w.dtype}, signal has {x.dtype}")
     return w
+
+
+@onnx_op("MelWeightMatrix", min_opset=17)
+def _mel_weight_matrix(ctx: NodeContext):
+    """[dft_length // 2 + 1, num_mel_bins] triangular filters: every input is a scalar, so the
+    whole matrix is computed here (onnx's reference, step for step) and is an import-time value."""
+    from ._proto import elem_dtype
+    bins, dft_len, rate = (_scalar(ctx, i, w) for i, w in enumerate(("num_mel_bins", "dft_length", "sample_rate")))
+    lo_hz, hi_hz = (ctx.require_const(i, w) for i, w in ((3, "lower_edge_hertz"), (4, "upper_edge_hertz")))
+    if bins is None or dft_len is None or rate is None or lo_hz.size != 1 or hi_hz.size != 1:
+        raise ctx.malformed("num_mel_bins, dft_length, sample_rate and the two edges must be scalars")
+    lo, hi = float(lo_hz.reshape(())), float(hi_hz.reshape(()))
+    if bins < 1 or dft_len < 1 or rate < 1 or not 0.0 <= lo < hi:
+        raise ctx.malformed(f"num_mel_bins {bins}, dft_length {dft_len}, sample_rate {rate} must be >= 1 and "
+                            f"0 <= lower_edge_hertz {lo} < upper_edge_hertz {hi}")
+    dtype = elem_dtype(ctx.attr("output_datatype", 1), f"{ctx.label}: attribute 'output_datatype'")
+    n_spec = dft_len // 2 + 1
+    check_constant_size(ctx, n_spec * bins, "the mel weight matrix")
+    low_mel, high_mel = (2595 * np.log1p(f / 700) / np.log(10) for f in (lo, hi))
+    edges = np.arange(bins + 2) * ((high_mel - low_mel) / (bins + 2)) + low_mel
+    edges = ((dft_len + 1) * (700 * np.expm1(edges / 2595 * np.log(10)))) // rate
+    edges = edges.astype(np.int64)
+    if edges.max() >= n_spec:
+        raise ctx.malformed(f"upper_edge_hertz {hi} reaches past the {n_spec} spectrogram bins of dft_length "
+                            f"{dft_len} at sample_rate {rate}")
+    out = np.zeros((n_spec, bins))
+    for i in range(bins):
+        left, center, right = edges[i], edges[i + 1], edges[i + 2]
+        if center == left:
+            out[center, i] = 1.0
+        else:
+            out[left:center + 1, i] = (np.arange(left, center + 1) - left) / float(center - left)
+        if right > center:
+            out[center:right, i] = (right - np.arange(center, right)) / float(right - center)
+    return ctx.constant_value(out.astype(dtype.np))

@@ -4,7 +4,8 @@
 Covers: real and complex input, dft_length padding and truncating, onesided, inverse, the inverse
 of a onesided spectrum (irfft) of even and odd length, the opset-17 axis attribute and the
 opset-20 axis input, an inner axis of a 4-D input; STFT with a constant window, a run-time window,
-no window, a complex signal, a dynamic batch. Tolerance: rtol 1e-4 / atol 1e-4 (a float32 GEMM
+no window, a complex signal, a dynamic batch; MelWeightMatrix (an import-time constant) in float32
+and float16. Tolerance: rtol 1e-4 / atol 1e-4 (a float32 GEMM
 sums n products where an FFT sums log n; inputs are in [-3, 3], lengths <= 40).
 """
 from __future__ import annotations
@@ -29,6 +30,13 @@ def _dft(name, x, attrs, length=None, axis=None, opset=20, **kw):  # kw: case()'
     return case(name, "DFT", ins, attrs, opset=opset, **kw)
 
 
+def _mel(name, bins, dft_len, rate, lo, hi, attrs, **kw):
+    """An import-time value: the case checks the oracle's constant against the references."""
+    vals = [np.array(bins, I64), np.array(dft_len, I64), np.array(rate, I64), np.array(lo, np.float32),
+            np.array(hi, np.float32)]
+    return case(name, "MelWeightMatrix", [In(f"i{k}", v, True) for k, v in enumerate(vals)], attrs, opset=17, **kw)
+
+
 def _cases():
     real, cplx = rand((2, 12, 1), seed=1), rand((2, 12, 2), seed=2)
     x4 = rand((2, 5, 7, 2), seed=3)
@@ -50,6 +58,8 @@ def _cases():
         case("stft_runtime_window", "STFT", [In("s", sig), In("step", np.array(3, I64), True), In("w", win)]),
         case("stft_frame_length", "STFT", [In("s", sig), In("step", np.array(5, I64), True), None,
                                            In("fl", np.array(8, I64), True)]),
+        _mel("mel_f32", 10, 64, 16000, 20.0, 7000.0, {}),
+        _mel("mel_f16_narrow", 4, 32, 8000, 300.0, 1200.0, {"output_datatype": 10}, ort=False),  # no f16 kernel there
         case("stft_complex_twosided", "STFT", [In("s", sig_c), In("step", np.array(7, I64), True), None,
                                                In("fl", np.array(9, I64), True)], {"onesided": 0}),
     ]
@@ -74,6 +84,7 @@ def test_dft_is_one_gemm():
     ("runtime_length", lambda: case("d", "DFT", [In("x", rand((1, 4, 1))), In("len", np.array(4, I64))], opset=20, infer=False),
      UnsupportedOpError, "known at import time"),
     ("too_big", lambda: _dft("d", rand((1, 4, 1)), {}, length=1 << 22, infer=False), UnsupportedOpError, "no FFT kernel"),
+    ("mel_edge", lambda: _mel("m", 4, 8, 100, 10.0, 400.0, {}), ImportError_, "spectrogram bins"),
     ("stft_frame", lambda: case("s", "STFT", [In("s", rand((1, 8, 1))), In("st", np.array(1, I64), True), None,
                                               In("fl", np.array(9, I64), True)], infer=False), ImportError_, "frame_length"),
 ])
