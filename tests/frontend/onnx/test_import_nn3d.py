@@ -74,3 +74,13 @@ def test_dynamic_depth_is_refused():
     c = case("c", "Conv", [In("x", X5, dims=[2, 4, "D", 6, 7]), In("w", rand((3, 4, 2, 2, 2)), True)])
     with pytest.raises(UnsupportedOpError, match="dynamic spatial dims"):
         ox.load(c.model)
+
+
+def test_float16_3d_windows(tmp_path):
+    """float16 storage, float32 compute: within float16's rounding of onnx's float16 reference."""
+    x = rand((1, 2, 4, 5, 6), seed=20).astype(np.float16)
+    w = rand((3, 2, 2, 2, 2), -1, 1, seed=21).astype(np.float16)
+    cs = [case("conv3d_f16", "Conv", [In("x", x), In("w", w, True)], {"pads": [1, 0, 1, 0, 1, 1]}, ort=False),
+          case("avgpool3d_f16", "AveragePool", [In("x", x)], {"kernel_shape": [2, 2, 3], "pads": [1, 0, 0, 0, 1, 1]},
+               ort=False)]
+    check_cases_ref(cs, tmp_path / "f16", dict(rtol=1e-2, atol=1e-2))
