@@ -100,11 +100,11 @@ def const_weight_taps(val: np.ndarray, x: Tensor) -> Callable[[Optional[int]], T
             w = val.transpose(0, 3, 4, 2, 1).reshape(a, val.shape[3], val.shape[4], kd * b)
         else:
             w = val[:, :, k].transpose(0, 2, 3, 1)
-        return ops_like(np.ascontiguousarray(w), x)
+        return _like(np.ascontiguousarray(w), x)
     return const_tap
 
 
-def ops_like(arr: np.ndarray, x: Tensor) -> Tensor:
+def _like(arr: np.ndarray, x: Tensor) -> Tensor:
     """A constant with x's dtype (ops_nn.like; ops_nn imports this module, so not from there)."""
     return constant(np.asarray(arr, dtype=np.float32) if x.dtype.is_float else np.asarray(arr), dtype=x.dtype)
 
@@ -208,7 +208,7 @@ def pool3d(ctx: NodeContext, x: Tensor, kind: str, kernel: list[int], strides: l
     else:
         src = ops.abs(x) if kind == "lp" else x
         if kind == "lp" and p != 1:
-            src = ops.mul(src, src) if p == 2 else ops.pow(src, ops_like(np.float32(p), x))
+            src = ops.mul(src, src) if p == 2 else ops.pow(src, _like(np.float32(p), x))
         xp = _padded(_to_ndhwc(src), begin, end, extra, 0.0)
     k_hw, s_hw, d_hw = tuple(kernel[1:]), tuple(strides[1:]), tuple(dilations[1:])
     folded = _fold(xp)
@@ -226,10 +226,10 @@ def pool3d(ctx: NodeContext, x: Tensor, kind: str, kernel: list[int], strides: l
         # padded input, with count_include_pad): per axis a count, and the 3-D count is their product.
         scale = np.float32(kernel[1] * kernel[2]) / _tap_counts(sizes, outs, kernel, strides, dilations, begin,
                                                                 end, include_pad)
-        y = ops.mul(y, ops_like(scale.reshape(1, *outs, 1), x))
+        y = ops.mul(y, _like(scale.reshape(1, *outs, 1), x))
     elif kind == "lp":
-        y = ops.mul(y, ops_like(np.float32(kernel[1] * kernel[2]), x))
-        y = y if p == 1 else ops.sqrt(y) if p == 2 else ops.pow(y, ops_like(np.float32(1.0 / p), x))
+        y = ops.mul(y, _like(np.float32(kernel[1] * kernel[2]), x))
+        y = y if p == 1 else ops.sqrt(y) if p == 2 else ops.pow(y, _like(np.float32(1.0 / p), x))
     return _to_ncdhw(y)
 
 
