@@ -215,10 +215,10 @@ def _check_library(workdir: Path, name: str, sha256: str, where: str) -> Path:
                          f"workdir, got {name[:80]!r}")
     if not _SHA256.fullmatch(sha256):
         raise ModelError(f"{where}: 'library_sha256' must be 64 lowercase hex digits")
-    return _check_file(workdir, name, sha256, "the model library")
+    return _check_file(workdir, name, sha256, "the model library", "library_sha256")
 
 
-def _check_file(workdir: Path, name: str, sha256: str, what: str) -> Path:
+def _check_file(workdir: Path, name: str, sha256: str, what: str, key: str) -> Path:
     """workdir/name, a regular file whose content hashes to sha256 (a name already checked)."""
     if not _SHA256.fullmatch(sha256):
         raise ModelError(f"{workdir / MODEL_JSON}: the hash of {what} must be 64 lowercase hex digits")
@@ -231,8 +231,7 @@ def _check_file(workdir: Path, name: str, sha256: str, what: str) -> Path:
             h.update(chunk)
             done += len(chunk)
     if h.hexdigest() != sha256:
-        raise ModelError(f"{path} does not match its hash in model.json (truncated, damaged or replaced); "
-                         "rebuild")
+        raise ModelError(f"{path} does not match model.json's {key} (truncated, damaged or replaced); rebuild")
     return path
 
 
@@ -253,8 +252,10 @@ def mock_files(art: Artifacts) -> tuple[Path, Path, list]:
     if not (isinstance(nodes, list) and all(isinstance(r, list) and all(
             isinstance(o, list) and len(o) == 3 and all(type(x) is int for x in o) for o in r) for r in nodes)):
         raise ModelError(f"{where}: 'mock.nodes' must be a list of lists of [extent, align, write] integers")
-    runtime = _check_file(art.workdir, mock["runtime"], mock["runtime_sha256"], "the mock CUDA runtime")
-    library = _check_file(art.workdir, mock["library"], mock["library_sha256"], "the mock-device library")
+    runtime = _check_file(art.workdir, mock["runtime"], mock["runtime_sha256"], "the mock CUDA runtime",
+                          "mock.runtime_sha256")
+    library = _check_file(art.workdir, mock["library"], mock["library_sha256"], "the mock-device library",
+                          "mock.library_sha256")
     return runtime, library, nodes
 
 

@@ -178,7 +178,7 @@ def test_tampered_mock_library_is_refused(mlp_sm80, tmp_path):
     data = bytearray(lib.read_bytes())
     data[-1] ^= 1
     lib.write_bytes(bytes(data))
-    with pytest.raises(ModelError, match="does not match its hash"):
+    with pytest.raises(ModelError, match="does not match model.json's mock.library_sha256"):
         Model.load(work, mock_device=True)
     meta["mock"]["library"] = "../evil.so"
     (work / "model.json").write_text(json.dumps(meta))
