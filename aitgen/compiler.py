@@ -20,11 +20,12 @@ from safetensors.numpy import save_file
 from .codegen import build as build_mod
 from .codegen.backend import load_backend
 from .codegen.lower import capabilities, lower_graph
+from .codegen import streams as streams_mod
 from .codegen.mock_build import build_mock, node_table
 from .codegen.program import build_program, user_name
 from .codegen.render import render
 from .codegen.report import write_graph_json, write_report
-from .errors import RuntimeInputTypeError, WorkdirError
+from .errors import RuntimeInputTypeError, TargetError, WorkdirError
 from .ir.graph import Graph, Outputs
 from .memory import MemoryPlan, plan_memory
 from .options import CompileOptions
@@ -52,6 +53,10 @@ def pick_target(target: str) -> str:
     # CUDA only where a GPU answers and this installation has the CUDA backend.
     has_cuda = (backends_dir() / "cuda" / "backend.yaml").exists()
     return "cuda" if has_cuda and cuda_available() else "cpu"
+
+
+# More streams than this find no more independent work in any model seen so far.
+MAX_STREAMS = 16
 
 
 def compile_options(target: str = "cpu", **kw) -> CompileOptions:
@@ -140,7 +145,7 @@ def compile_model(outputs: Union[Outputs, Graph], target: str = "auto", workdir:
                   name: str = "model", progress: bool = False, extra_flags: Sequence[str] = (),
                   extra_passes: Sequence[PassFn] = (), load: bool = True, cuda_graph: Optional[bool] = None,
                   allow_tf32: bool = False, jobs: Optional[int] = None, profile: bool = False,
-                  check_kernels: bool = True):
+                  check_kernels: bool = True, streams: int = 1):
     """Compile `outputs` (a Tensor, list, dict name -> Tensor, or Graph) into `workdir` and load it.
 
     `arch` (CUDA: "sm_80" or "sm_90a"; "sm_90" means sm_90a) defaults to the present GPU's, else
@@ -159,7 +164,9 @@ def compile_model(outputs: Union[Outputs, Graph], target: str = "auto", workdir:
     zeros at its inputs' smallest shapes, so that every GEMM/conv kernel creates its primitive, and
     writes which oneDNN implementation each got into report.json (onednn_impls, reference_kernels,
     kernel_check); a reference implementation is a ReferenceKernelWarning naming the op. Other shapes
-    create their primitives at their first run, and Model.run warns then."""
+    create their primitives at their first run, and Model.run warns then. `streams` (CUDA, 1..16,
+    default 1: off until measured on a GPU) runs independent kernels on up to that many streams,
+    ordered by events (codegen/streams.py)."""
     from .runtime.device import cuda_capability
     from .runtime.model import Model
 
@@ -173,8 +180,13 @@ def compile_model(outputs: Union[Outputs, Graph], target: str = "auto", workdir:
         cuda_graph = target == "cuda" and all(d.is_static for t in graph.inputs for d in t.shape)
     elif not isinstance(cuda_graph, bool):
         raise RuntimeInputTypeError(f"cuda_graph must be True, False or None, got {type(cuda_graph).__name__}")
+    if isinstance(streams, bool) or not isinstance(streams, int) or not 1 <= streams <= MAX_STREAMS:
+        raise RuntimeInputTypeError(f"streams must be an int in [1, {MAX_STREAMS}], got {streams!r}")
+    if streams > 1 and target != "cuda":
+        raise TargetError(f"streams={streams}: several streams apply to CUDA builds; the target is {target}")
     opts = compile_options(target, fusion=fusion, precision=precision, arch=arch, verify=verify,
-                           dump_passes=dump_passes, allow_tf32=allow_tf32, cuda_graph=cuda_graph, profile=profile)
+                           dump_passes=dump_passes, allow_tf32=allow_tf32, cuda_graph=cuda_graph, profile=profile,
+                           streams=streams)
     num_ops = len(graph.ops)
     run = run_passes(graph, opts, list(PIPELINE) + list(extra_passes))
     graph = run.graph
@@ -296,7 +308,8 @@ def _build_library(graph, plan: MemoryPlan, backend, target, arch, opts, constan
     suffix = backend.source_suffix
     sources = [build_mod.Source(f"{func}{suffix}", render(spec.template, func=func, **spec.param_dict()))
                for func, spec in unique.items()]
-    program = build_program(graph, plan, calls, constants, header_len)
+    program = build_program(graph, plan, calls, constants, header_len, streams=opts.streams,
+                            drop_wait=streams_mod.PLANT_DROP_WAIT)
     sources.append(build_mod.Source(f"model{suffix}", render(backend.template("model"), **program)))
     from ._paths import backends_dir
     for rel in backend.static_sources:

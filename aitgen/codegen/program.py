@@ -14,6 +14,7 @@ from ..memory import MemoryPlan, align
 from .cexpr import CODE, dim_expr
 from .lower import OutputRef
 from .spec import KernelCall
+from .streams import schedule
 
 MAX_RANK = 8  # AIT_MAX_RANK in backends/common/include/aitgen/runtime.h
 
@@ -83,9 +84,10 @@ def check_limits(graph: Graph, plan: MemoryPlan, constants: dict[int, dict[str, 
 
 
 def build_program(graph: Graph, plan: MemoryPlan, calls: list[KernelCall], constants: dict[int, dict[str, Any]],
-                  weights_header_bytes: int) -> dict[str, Any]:
+                  weights_header_bytes: int, streams: int = 1, drop_wait: bool = False) -> dict[str, Any]:
     """Every user-given name goes into the result as the user wrote it; the templates escape it
-    (`| cstr`), so nothing here quotes or escapes."""
+    (`| cstr`), so nothing here quotes or escapes. `streams` > 1: each call gets a stream and the
+    events that order it (codegen/streams.py); `drop_wait` plants a missing one (tests)."""
     check_limits(graph, plan, constants)
     var_index, checks = bind_vars(graph)
     in_idx = {id(t): i for i, t in enumerate(graph.inputs)}
@@ -118,14 +120,30 @@ def build_program(graph: Graph, plan: MemoryPlan, calls: list[KernelCall], const
         return {"name": name, "dtype": CODE[t.dtype], "rank": len(t.shape),
                 "max_shape": [_fits(d.upper, f"{what}: the upper bound of dim {k}") for k, d in enumerate(t.shape)]}
 
+    def span(t, written: bool) -> tuple:
+        """(buffer, first byte, end byte, written) of a call's operand, for the stream scheduler."""
+        tensor = graph.outputs[t.name] if isinstance(t, OutputRef) else t
+        if not isinstance(t, OutputRef) and t in plan.offsets:
+            return ("arena", plan.offsets[t], plan.offsets[t] + tensor.nbytes_upper(), written)
+        return (ptr(t).split("+")[0].strip(), 0, MAX_SIZE, written)   # a user buffer, whole
+
+    sched = None
+    if streams > 1:
+        sched = schedule([[span(t, j in set(c.writes or [0])) for j, t in enumerate(c.ptrs)] for c in calls],
+                         streams, drop_wait=drop_wait)
+        if sched.num_streams == 1:   # a chain: nothing to run at once, so no stream code at all
+            sched = None
     seen_funcs: list[str] = []
     rendered_calls = []
-    for c in calls:
+    for k, c in enumerate(calls):
         if c.spec.func not in seen_funcs:
             seen_funcs.append(c.spec.func)
         what = f"a size argument of the kernel for {c.op!r}"
         rendered_calls.append({"func": c.spec.func, "comment": c.op, "ptrs": [ptr(t) for t in c.ptrs],
-                               "dims": [d if isinstance(d, str) else dim_expr(d, var_index, what) for d in c.dims]})
+                               "dims": [d if isinstance(d, str) else dim_expr(d, var_index, what) for d in c.dims],
+                               "sched": None if sched is None else {"stream": sched.stream[k],
+                                                                    "waits": sched.waits[k],
+                                                                    "record": sched.record[k]}})
     outputs = []
     for j, (name, t) in enumerate(graph.outputs.items()):
         o = info(t, name, f"output '{name}'")
@@ -147,6 +165,7 @@ def build_program(graph: Graph, plan: MemoryPlan, calls: list[KernelCall], const
         "weights_header_bytes": weights_header_bytes,
         "checks": checks,
         "calls": rendered_calls,
+        "streams": {"count": sched.num_streams, "events": sched.num_events} if sched is not None else None,
     }
 
 

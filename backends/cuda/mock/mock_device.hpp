@@ -40,6 +40,7 @@ struct Stream {
 struct Event {
   Clock clock;
   bool recorded = false;
+  int capture = -1;  // recorded on a stream being captured: a stream that waits on it joins the capture
 };
 
 // A pointer operand of a node, as the model's lowering declared it (Python: aitgen.runtime.mock).

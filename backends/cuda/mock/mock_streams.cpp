@@ -78,13 +78,16 @@ AITMOCK_API cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t st) {
   auto* ev = reinterpret_cast<Event*>(e);
   ev->clock = s->clock;  // everything submitted to s so far
   ev->recorded = true;
+  ev->capture = s->capture;
   return cudaSuccess;
 }
 AITMOCK_API cudaError_t cudaStreamWaitEvent(cudaStream_t st, cudaEvent_t e, unsigned int) {
   ENTER(d);
   Stream* s = d.stream(st);
   if (!s || !e) return ret(cudaErrorInvalidResourceHandle);
-  merge(s->clock, reinterpret_cast<Event*>(e)->clock);
+  const Event* ev = reinterpret_cast<Event*>(e);
+  merge(s->clock, ev->clock);
+  if (ev->capture >= 0 && s->capture < 0) s->capture = ev->capture;  // forked into the capture
   return cudaSuccess;
 }
 AITMOCK_API cudaError_t cudaEventSynchronize(cudaEvent_t e) {
@@ -111,7 +114,8 @@ AITMOCK_API cudaError_t cudaStreamEndCapture(cudaStream_t st, cudaGraph_t* out) 
   Stream* s = d.stream(st);
   if (!s || s->capture < 0) return ret(cudaErrorIllegalState);
   const int g = s->capture;
-  s->capture = -1;
+  for (Stream* t : d.streams)  // the streams forked into the capture leave it with its origin
+    if (t && t->capture == g) t->capture = -1;
   if (d.graphs[g].invalid) {
     *out = nullptr;
     return ret(cudaErrorStreamCaptureInvalidated);

@@ -39,6 +39,12 @@ struct Runtime {
   cuda::RunState state;
   void* workspace = nullptr;
   size_t workspace_bytes = 0;
+  // Multi-stream runs: streams 1.. (index 0 is `stream`), the events that order their calls, and
+  // each extra stream's workspace. Created at the first run that asks, outside any capture.
+  std::vector<cudaStream_t> side;
+  std::vector<cudaEvent_t> events;
+  std::vector<void*> side_workspace;
+  std::vector<size_t> side_workspace_bytes;
   bool capturing = false;
   bool use_graphs = false;
   std::map<std::vector<int64_t>, CapturedRun> graphs;
@@ -93,21 +99,78 @@ BadInputRecord* bad_input_record() {
 void* workspace(size_t bytes, const char* who) {
   hooks::Runtime* r = t_current;
   if (!r) throw std::runtime_error(std::string(who) + ": workspace asked for outside a model run");
-  if (bytes <= r->workspace_bytes) return r->workspace;
+  const int k = r->state.stream_index;  // each stream of a multi-stream run has its own
+  void*& buf = k == 0 ? r->workspace : r->side_workspace[k - 1];
+  size_t& have = k == 0 ? r->workspace_bytes : r->side_workspace_bytes[k - 1];
+  if (bytes <= have) return buf;
   if (r->capturing)
     throw std::runtime_error(std::string(who) + " needs " + std::to_string(bytes) + " bytes of workspace during "
-                             "CUDA graph capture, where it cannot grow (" + std::to_string(r->workspace_bytes) +
-                             " bytes exist)");
-  // Kernels queued earlier in this run may still read the old buffer.
+                             "CUDA graph capture, where it cannot grow (" + std::to_string(have) + " bytes exist)");
+  // Kernels queued earlier in this run may still read the old buffer (on this run's other streams too).
   check(cudaStreamSynchronize(r->stream), "synchronising before the workspace grows");
-  cudaFree(r->workspace);
-  r->workspace = nullptr;
-  r->workspace_bytes = 0;
+  for (cudaStream_t side : r->side) check(cudaStreamSynchronize(side), "synchronising before the workspace grows");
+  cudaFree(buf);
+  buf = nullptr;
+  have = 0;
   const size_t n = (bytes + (size_t{1} << 20) - 1) & ~((size_t{1} << 20) - 1);  // whole MiB: fewer regrowths
-  check(cudaMalloc(&r->workspace, n), who);
-  r->workspace_bytes = n;
+  check(cudaMalloc(&buf, n), who);
+  have = n;
   hooks::drop_graphs(r);  // they hold the old address
-  return r->workspace;
+  return buf;
+}
+
+void streams_begin(int count, int events) {
+  hooks::Runtime* r = t_current;
+  if (!r) throw std::runtime_error("a multi-stream run sequence ran outside a model run");
+  if (static_cast<int>(r->side.size()) + 1 < count || static_cast<int>(r->events.size()) < events + 1) {
+    if (r->capturing) throw std::runtime_error("the run's streams must exist before a CUDA graph capture");
+    while (static_cast<int>(r->side.size()) + 1 < count) {
+      cudaStream_t s = nullptr;
+      check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate (a run's extra stream)");
+      r->side.push_back(s);
+      r->side_workspace.push_back(nullptr);
+      r->side_workspace_bytes.push_back(0);
+    }
+    while (static_cast<int>(r->events.size()) < events + 1) {  // the last one forks the run
+      cudaEvent_t e = nullptr;
+      check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate (a run's event)");
+      r->events.push_back(e);
+    }
+  }
+  // Fork: every stream starts after what stream 0 holds (the wait for the caller's work).
+  cudaEvent_t fork = r->events.back();
+  check(cudaEventRecord(fork, r->stream), "cudaEventRecord (fork)");
+  for (int i = 1; i < count; ++i) check(cudaStreamWaitEvent(r->side[i - 1], fork, 0), "cudaStreamWaitEvent (fork)");
+  r->state.stream_index = 0;
+  r->state.stream = r->stream;
+}
+
+void on_stream(int index) {
+  hooks::Runtime* r = t_current;
+  r->state.stream_index = index;
+  r->state.stream = index == 0 ? r->stream : r->side[index - 1];
+}
+
+void wait_event(int event) {  // after on_stream: the call's stream waits
+  hooks::Runtime* r = t_current;
+  check(cudaStreamWaitEvent(r->state.stream, r->events[event], 0), "cudaStreamWaitEvent");
+}
+
+void record_event(int event) {
+  hooks::Runtime* r = t_current;
+  check(cudaEventRecord(r->events[event], r->state.stream), "cudaEventRecord");
+}
+
+void streams_end() {
+  hooks::Runtime* r = t_current;
+  // Join: stream 0 waits for each other stream's last call.
+  cudaEvent_t join = r->events.back();
+  for (cudaStream_t s : r->side) {
+    check(cudaEventRecord(join, s), "cudaEventRecord (join)");
+    check(cudaStreamWaitEvent(r->stream, join, 0), "cudaStreamWaitEvent (join)");
+  }
+  r->state.stream_index = 0;
+  r->state.stream = r->stream;
 }
 
 }  // namespace cuda
@@ -167,6 +230,11 @@ void runtime_destroy(Runtime* r) noexcept {
   if (r->stream) cudaStreamSynchronize(r->stream);
   drop_graphs(r);
   if (r->workspace) cudaFree(r->workspace);
+  for (cudaStream_t side : r->side) cudaStreamSynchronize(side);
+  for (void* w : r->side_workspace)
+    if (w) cudaFree(w);
+  for (cudaEvent_t e : r->events) cudaEventDestroy(e);
+  for (cudaStream_t side : r->side) cudaStreamDestroy(side);
   if (r->record) cudaFree(r->record);
   if (r->record_host) cudaFreeHost(r->record_host);
   if (r->ready) cudaEventDestroy(r->ready);
@@ -264,6 +332,7 @@ void execute(Runtime* r, const AitRunContext& ctx, int num_vars, int num_inputs,
     check(cudaStreamSynchronize(r->stream), "running the model");
   } catch (...) {
     cudaStreamSynchronize(r->stream);  // nothing of this run may still be running after it failed
+    for (cudaStream_t side : r->side) cudaStreamSynchronize(side);
     cudaGetLastError();
     if (r->reports) clear_record(r);
     throw;

@@ -47,6 +47,7 @@ struct RunState {
   int device = 0;
   int sm_count = 0;
   int cc_major = 0, cc_minor = 0;
+  int stream_index = 0;  // which of the run's streams `stream` is (0: the runtime's own)
 };
 RunState& run_state();
 inline cudaStream_t stream() { return run_state().stream; }
@@ -55,6 +56,16 @@ inline cudaStream_t stream() { return run_state().stream; }
 // call of workspace() on this thread. Throws std::runtime_error naming `who` when it cannot grow
 // (it cannot while a CUDA graph is being captured: size it on the first, uncaptured run).
 void* workspace(size_t bytes, const char* who);
+
+// Multi-stream runs (compile_model(..., streams=N), aitgen/codegen/streams.py): the run sequence
+// starts streams 1..count-1 after stream 0 with `events` events to order its calls, switches the
+// stream kernels launch on, and joins them back into stream 0 at its end. Each stream has its own
+// workspace, so kernels running at once never share scratch memory.
+void streams_begin(int count, int events);
+void on_stream(int index);
+void wait_event(int event);
+void record_event(int event);
+void streams_end();
 
 // Throws std::runtime_error("<what>: <cudaGetErrorString>") — the container turns it into AIT_ERROR
 // with that message, never a crash.
