@@ -112,7 +112,7 @@ if [[ "${DRY_RUN:-0}" == 1 ]]; then
   gemm_sweep        90 s  CUTLASS GEMMs vs torch.matmul (TFLOP/s), one JSON line per shape
   gpu_bandwidth     30 s  the fused element-wise kernel's GB/s vs a device copy
 Each step writes its JSON when it ends; summary.json is rewritten after every step and on exit.
-Here, without a GPU: the smoke step's build for sm_90a and sm_80, run on the mock device.
+Here, without a GPU: the smoke step's build for sm_90a, run on the mock device.
 PLAN
   step smoke_on_mock 900 "$PY" -m pytest -q -s -m cuda_compile -p no:cacheprovider \
     tests/backends/cuda/test_gpu_smoke.py -k on_the_mock
