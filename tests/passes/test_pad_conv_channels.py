@@ -44,6 +44,7 @@ def test_left_alone(graph, opts):
     assert ag.OpKind.PAD not in [op.kind for op in g.ops]
 
 
+@pytest.mark.cuda_compile
 def test_cuda_stem_takes_the_tensor_core_conv_and_passes_the_mock(cuda_toolchain, tmp_path):
     """Built for sm_80: the stem renders CUTLASS's implicit GEMM (alignment 4), not the SIMT conv, and
     its host side -- can_implement included -- runs clean on the mock device."""
