@@ -21,6 +21,8 @@ from . import dlpack
 from .device import cuda_capability, require_cuda
 
 ModelErrorFactory = Callable[[str], Exception]
+# The alignment every tensor base of a CUDA build meets (backends/cuda/backend.yaml `alignment`).
+ALIGNMENT = 256
 
 
 def _cudart():
@@ -89,6 +91,14 @@ def copy_to_host(a: np.ndarray, src: int, rt=None) -> None:
         rt = rt or _cudart()
         k = rt.cudaMemcpyKind.cudaMemcpyDeviceToHost
         check(rt.cudaMemcpy(a.ctypes.data, src, a.nbytes, k), "copying an output from the GPU", rt=rt)
+
+
+def copy_device_to_device(dst: int, src: int, nbytes: int, rt=None) -> None:
+    """A synchronous copy on the legacy stream: after the producer's work (DLPack stream 1)."""
+    if nbytes:
+        rt = rt or _cudart()
+        k = rt.cudaMemcpyKind.cudaMemcpyDeviceToDevice
+        check(rt.cudaMemcpy(dst, src, nbytes, k), "staging a misaligned input", rt=rt)
 
 
 class DeviceArray:
@@ -188,7 +198,14 @@ class CudaIO:
                 shapes.append(value.shape)
             else:
                 frameworks.add(_framework(value.keepalive[1]))
-                ptrs.append(value.ptr)
+                ptr = value.ptr
+                if ptr % ALIGNMENT:
+                    # A view at an offset (x[1:], a slice of a packed buffer): the kernels were built
+                    # for 256-byte aligned bases (backend.yaml), so it is read through a staging copy
+                    # rather than refused by a kernel's alignment check.
+                    ptr = self._buffer(staging, "in:" + name, _nbytes(spec.max_shape, spec.dtype))
+                    copy_device_to_device(ptr, value.ptr, value.nbytes, self.rt)
+                ptrs.append(ptr)
                 shapes.append(value.shape)
         mode = ("torch" if "torch" in frameworks else "cupy" if "cupy" in frameworks else
                 "device" if frameworks else "host")

@@ -65,7 +65,7 @@ class _Shim:
     each returns (status, *values) as cuda.bindings.runtime does."""
 
     class cudaMemcpyKind:
-        cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost = 1, 2
+        cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost, cudaMemcpyDeviceToDevice = 1, 2, 3
 
     def __init__(self, lib: ctypes.CDLL):
         self._lib = lib

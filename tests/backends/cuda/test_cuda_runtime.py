@@ -117,6 +117,7 @@ def host_io(monkeypatch):
     monkeypatch.setattr(rcuda, "DeviceBuffer", HostBuffer)
     monkeypatch.setattr(rcuda, "copy_to_device", _memmove_to)
     monkeypatch.setattr(rcuda, "copy_to_host", _memmove_from)
+    monkeypatch.setattr(rcuda, "copy_device_to_device", lambda dst, src, n, rt=None: ctypes.memmove(dst, src, n))
     ins = {"x": TensorSpec("x", DType.float32, (8, 4))}
     outs = {"y": TensorSpec("y", DType.float32, (8, 4))}
     io = rcuda.CudaIO(ins, outs, 0)
@@ -152,9 +153,17 @@ def test_input_above_its_bound_is_refused_before_any_copy(host_io):
     np.testing.assert_array_equal(io.run([("x", np.ones((2, 4), np.float32))], twice)["y"], 2)   # still usable
 
 
+def aligned_floats(n: int, offset_bytes: int = 0) -> np.ndarray:
+    """n float32 at a 256-byte aligned address plus offset_bytes (a device tensor stand-in)."""
+    raw = np.zeros(n * 4 + 512 + offset_bytes, np.uint8)
+    start = -raw.ctypes.data % 256 + offset_bytes
+    return raw[start:start + n * 4].view(np.float32)
+
+
 def test_device_tensor_in_device_array_out(host_io):
     io, twice, calls = host_io
-    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    x = aligned_floats(12).reshape(3, 4)
+    x[:] = np.arange(12, dtype=np.float32).reshape(3, 4)
     view = dlpack.DLView(ptr=x.ctypes.data, device_type=dlpack.CUDA, device_id=0, dtype=DType.float32,
                          dtype_text="float32", shape=(3, 4), contiguous=True, keepalive=(None, object()))
     y = io.run([("x", view)], twice)["y"]
@@ -162,6 +171,19 @@ def test_device_tensor_in_device_array_out(host_io):
     assert calls[0][0] == [x.ctypes.data]            # read in place: zero copy
     cai = y.__cuda_array_interface__
     assert cai["shape"] == (3, 4) and cai["typestr"] == "<f4" and cai["data"] == (y.ptr, False)
+    np.testing.assert_array_equal(y.numpy(), 2 * x)
+
+
+def test_misaligned_device_tensor_is_staged_not_refused(host_io):
+    """A view at an offset (x[1:] of a bigger tensor) is copied to an aligned staging buffer: the
+    kernels were built for 256-byte bases and would refuse it at run time."""
+    io, twice, calls = host_io
+    x = aligned_floats(12, offset_bytes=4).reshape(3, 4)
+    x[:] = np.arange(12, dtype=np.float32).reshape(3, 4)
+    view = dlpack.DLView(ptr=x.ctypes.data, device_type=dlpack.CUDA, device_id=0, dtype=DType.float32,
+                         dtype_text="float32", shape=(3, 4), contiguous=True, keepalive=(None, object()))
+    y = io.run([("x", view)], twice)["y"]
+    assert calls[0][0] != [x.ctypes.data]   # the library read the staging copy, not the view
     np.testing.assert_array_equal(y.numpy(), 2 * x)
 
 
