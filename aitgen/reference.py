@@ -1,10 +1,12 @@
 """The numpy oracle: evaluates any graph (before or after any pass) on concrete inputs.
 
-float16 and bfloat16 ops compute in float32 and round to their storage type after each op, which
-is what a backend that stores in 16 bits and computes in 32 does.
+float16, bfloat16 and float8 ops compute in float32 and round to their storage type after each op,
+which is what a backend that stores in 8 or 16 bits and computes in 32 does; float64 computes in
+float64. Integers compute in their own width and wrap, as the kernels do.
 """
 from __future__ import annotations
 
+import sys
 from typing import Mapping, Optional, Union
 
 import numpy as np
@@ -17,8 +19,16 @@ from .ir.op import Op
 from .ir.tensor import Tensor
 from .ops.registry import RefContext, get_opdef
 
-_LOW_FLOATS = (DType.float16.np, DType.bfloat16.np)
+_LOW = [t for t in DType if t.is_low_float]
 Feeds = Mapping[Union[str, Tensor], np.ndarray]
+
+
+def _low_floats() -> tuple[np.dtype, ...]:
+    """numpy dtypes of the float storage types that compute in float32 (float16, bfloat16, float8).
+    ml_dtypes' are compared only once it is loaded: an array of one cannot exist before."""
+    if "ml_dtypes" not in sys.modules:
+        return (np.dtype(np.float16),)
+    return tuple(t.np for t in _LOW)
 
 
 def bind_dims(inputs: list[Tensor], feeds: Feeds) -> tuple[dict[int, np.ndarray], dict[IntVar, int]]:
@@ -73,7 +83,8 @@ def eval_op(op: Op, args: list[np.ndarray], env: Mapping[IntVar, int]) -> list[n
     d = get_opdef(op.kind)
     # Contiguous operands: numpy's BLAS and reductions round differently by memory layout, and the
     # oracle must give the same bits before and after a pass that removes a copy or a no-op.
-    cargs = [a.astype(np.float32) if a.dtype in _LOW_FLOATS else a for a in args]
+    low = _low_floats()
+    cargs = [a.astype(np.float32) if a.dtype in low else a for a in args]
     cargs = [a if a.flags.c_contiguous else np.ascontiguousarray(a) for a in cargs]  # keeps 0-d arrays 0-d
     ctx = RefContext(tuple(evaluate_shape(o.shape, env) for o in op.outputs), env)
     try:

@@ -9,15 +9,29 @@ from ..ir.dtype import DType
 
 # Storage type in memory, the type kernels compute in, and the C API's dtype code.
 STORAGE = {DType.float32: "float", DType.float16: "ait::half", DType.bfloat16: "ait::bf16",
-           DType.int8: "int8_t", DType.int32: "int32_t", DType.int64: "int64_t", DType.bool: "uint8_t"}
+           DType.int8: "int8_t", DType.int32: "int32_t", DType.int64: "int64_t", DType.bool: "uint8_t",
+           DType.float64: "double", DType.int16: "int16_t", DType.uint8: "uint8_t", DType.uint16: "uint16_t",
+           DType.uint32: "uint32_t", DType.uint64: "uint64_t", DType.float8_e4m3fn: "ait::fp8_e4m3fn",
+           DType.float8_e5m2: "ait::fp8_e5m2", DType.float8_e4m3fnuz: "ait::fp8_e4m3fnuz",
+           DType.float8_e5m2fnuz: "ait::fp8_e5m2fnuz"}
+# Narrow integers compute in 32 bits (C's promotion) and wrap when stored, as numpy's fixed-width
+# arithmetic does; unsigned ones compute unsigned, so products and differences wrap with defined
+# behaviour (uint16 * uint16 overflows an int32).
 COMPUTE = {DType.float32: "float", DType.float16: "float", DType.bfloat16: "float",
-           DType.int8: "int32_t", DType.int32: "int32_t", DType.int64: "int64_t", DType.bool: "bool"}
+           DType.int8: "int32_t", DType.int32: "int32_t", DType.int64: "int64_t", DType.bool: "bool",
+           DType.float64: "double", DType.int16: "int32_t", DType.uint8: "uint32_t", DType.uint16: "uint32_t",
+           DType.uint32: "uint32_t", DType.uint64: "uint64_t", DType.float8_e4m3fn: "float",
+           DType.float8_e5m2: "float", DType.float8_e4m3fnuz: "float", DType.float8_e5m2fnuz: "float"}
 CODE = {DType.float32: 0, DType.float16: 1, DType.bfloat16: 2, DType.int8: 3, DType.int32: 4,
-        DType.int64: 5, DType.bool: 6}
+        DType.int64: 5, DType.bool: 6, DType.float64: 7, DType.int16: 8, DType.uint8: 9, DType.uint16: 10,
+        DType.uint32: 11, DType.uint64: 12, DType.float8_e4m3fn: 13, DType.float8_e5m2: 14,
+        DType.float8_e4m3fnuz: 15, DType.float8_e5m2fnuz: 16}
 
 
 def load(dtype: DType, ptr: str, idx: str) -> str:
     """An element read as its compute type."""
+    if dtype is DType.float64:
+        return f"{ptr}[{idx}]"
     if dtype.is_float:
         return f"ait::to_f32({ptr}[{idx}])"
     if dtype == DType.bool:
@@ -27,6 +41,8 @@ def load(dtype: DType, ptr: str, idx: str) -> str:
 
 def store(dtype: DType, value: str) -> str:
     """A compute-type value converted for storing."""
+    if dtype is DType.float64:
+        return f"static_cast<double>({value})"
     if dtype.is_float:
         return f"ait::from_f32<{STORAGE[dtype]}>({value})"
     if dtype == DType.bool:

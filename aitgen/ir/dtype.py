@@ -1,7 +1,11 @@
-"""Element types of the IR and their numpy counterparts (bfloat16 through ml_dtypes).
+"""Element types of the IR and their numpy counterparts (bfloat16 and float8 through ml_dtypes).
 
-ml_dtypes is imported on the first use of bfloat16: it takes about a second to import, and a
-process that loads a float32 model should not pay for it."""
+ml_dtypes is imported on the first use of bfloat16 or a float8 type: it takes about a second to
+import, and a process that loads a float32 model should not pay for it.
+
+float8 types follow ONNX (and ml_dtypes): e4m3fn (no infinities, one NaN pattern per sign), e5m2
+(IEEE-like), and the fnuz forms (no infinities, no negative zero, NaN = 0x80). They are storage
+types: the oracle and the kernels compute in float32 and round per op, as for float16/bfloat16."""
 from __future__ import annotations
 
 import enum
@@ -21,10 +25,21 @@ class DType(enum.Enum):
     int32 = "int32"
     int64 = "int64"
     bool = "bool"
+    float64 = "float64"
+    int16 = "int16"
+    uint8 = "uint8"
+    uint16 = "uint16"
+    uint32 = "uint32"
+    uint64 = "uint64"
+    float8_e4m3fn = "float8_e4m3fn"
+    float8_e5m2 = "float8_e5m2"
+    float8_e4m3fnuz = "float8_e4m3fnuz"
+    float8_e5m2fnuz = "float8_e5m2fnuz"
 
     @property
     def np(self) -> np.dtype:
-        return _NP[self] if self is not DType.bfloat16 else _bfloat16()
+        n = _NP.get(self)
+        return n if n is not None else _ml_dtype(self.value)
 
     @property
     def itemsize(self) -> int:
@@ -32,11 +47,25 @@ class DType(enum.Enum):
 
     @property
     def is_float(self) -> bool:
-        return self in (DType.float32, DType.float16, DType.bfloat16)
+        return self in _FLOATS
 
     @property
     def is_int(self) -> bool:
-        return self in (DType.int8, DType.int32, DType.int64)
+        """Signed or unsigned integer (not bool)."""
+        return self in _INTS
+
+    @property
+    def is_unsigned(self) -> bool:
+        return self in (DType.uint8, DType.uint16, DType.uint32, DType.uint64)
+
+    @property
+    def is_fp8(self) -> bool:
+        return self in _FP8
+
+    @property
+    def is_low_float(self) -> bool:
+        """A float storage type that computes in float32 (float16, bfloat16, float8)."""
+        return self in _FLOATS and self not in (DType.float32, DType.float64)
 
     @property
     def short(self) -> str:
@@ -54,22 +83,41 @@ _NP = {
     DType.int32: np.dtype(np.int32),
     DType.int64: np.dtype(np.int64),
     DType.bool: np.dtype(np.bool_),
+    DType.float64: np.dtype(np.float64),
+    DType.int16: np.dtype(np.int16),
+    DType.uint8: np.dtype(np.uint8),
+    DType.uint16: np.dtype(np.uint16),
+    DType.uint32: np.dtype(np.uint32),
+    DType.uint64: np.dtype(np.uint64),
 }
+_FP8 = (DType.float8_e4m3fn, DType.float8_e5m2, DType.float8_e4m3fnuz, DType.float8_e5m2fnuz)
+_FLOATS = (DType.float32, DType.float16, DType.bfloat16, DType.float64) + _FP8
+_INTS = (DType.int8, DType.int16, DType.int32, DType.int64, DType.uint8, DType.uint16, DType.uint32, DType.uint64)
+_ML_DTYPES = ("bfloat16",) + tuple(t.value for t in _FP8)  # ml_dtypes spells them as we do
 
 
-@functools.lru_cache(maxsize=1)
-def _bfloat16() -> np.dtype:
+@functools.lru_cache(maxsize=None)
+def _ml_dtype(name: str) -> np.dtype:
     import ml_dtypes
-    return np.dtype(ml_dtypes.bfloat16)
+    return np.dtype(getattr(ml_dtypes, name))
+
+
+def _bfloat16() -> np.dtype:
+    return _ml_dtype("bfloat16")
 
 
 _SHORT = {
     DType.float32: "f32", DType.float16: "f16", DType.bfloat16: "bf16", DType.int8: "i8",
-    DType.int32: "i32", DType.int64: "i64", DType.bool: "bool",
+    DType.int32: "i32", DType.int64: "i64", DType.bool: "bool", DType.float64: "f64", DType.int16: "i16",
+    DType.uint8: "u8", DType.uint16: "u16", DType.uint32: "u32", DType.uint64: "u64",
+    DType.float8_e4m3fn: "f8e4m3fn", DType.float8_e5m2: "f8e5m2", DType.float8_e4m3fnuz: "f8e4m3fnuz",
+    DType.float8_e5m2fnuz: "f8e5m2fnuz",
 }
 _ALIASES = {"float": DType.float32, "half": DType.float16, "fp32": DType.float32, "fp16": DType.float16,
             "bf16": DType.bfloat16, "f32": DType.float32, "f16": DType.float16, "i8": DType.int8,
-            "i32": DType.int32, "i64": DType.int64, "long": DType.int64, "int": DType.int32}
+            "i32": DType.int32, "i64": DType.int64, "long": DType.int64, "int": DType.int32,
+            "double": DType.float64, "f64": DType.float64, "fp64": DType.float64, "i16": DType.int16,
+            "short": DType.int16, "u8": DType.uint8, "u16": DType.uint16, "u32": DType.uint32, "u64": DType.uint64}
 
 
 def as_dtype(d) -> DType:
@@ -89,12 +137,14 @@ def as_dtype(d) -> DType:
     for t, n in _NP.items():
         if n == npd:
             return t
-    # A bfloat16 array exists only where ml_dtypes is already loaded.
-    if "ml_dtypes" in sys.modules and npd == _bfloat16():
-        return DType.bfloat16
+    # A bfloat16/float8 array exists only where ml_dtypes is already loaded.
+    if "ml_dtypes" in sys.modules:
+        for name in _ML_DTYPES:
+            if npd == _ml_dtype(name):
+                return DType(name)
     raise DTypeError(f"numpy dtype {npd} has no aitgen counterpart")
 
 
 def compute_dtype(d: DType) -> np.dtype:
-    """The numpy type the oracle computes in: float32 for every float storage type."""
-    return np.dtype(np.float32) if d.is_float else d.np
+    """The numpy type the oracle computes in: float32 for every float storage type but float64."""
+    return np.dtype(np.float32) if d.is_low_float else d.np

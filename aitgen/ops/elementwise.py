@@ -9,7 +9,7 @@ from scipy import special
 
 from ..errors import DTypeError, ShapeError
 from ..ir.dims import Dim, IntImm
-from ..ir.dtype import DType, as_dtype
+from ..ir.dtype import DType, as_dtype, compute_dtype
 from ..ir.op import NoAttrs, OpKind
 from ..ir.tensor import Tensor, constant
 from .registry import Category, make_op1, register
@@ -36,6 +36,9 @@ class ClampAttrs:
 @dataclasses.dataclass(frozen=True)
 class CastAttrs:
     dtype: DType
+    # ONNX Cast (opset 19+) to a float8 type: out-of-range values clamp to the largest finite value
+    # (True, ONNX's default) or overflow to inf/NaN (False, numpy's astype). Other targets ignore it.
+    saturate: bool = True
 
 
 # -- broadcasting ---------------------------------------------------------------------------
@@ -98,9 +101,10 @@ def _sign(x):
 
 
 def _gelu(x, a):
+    c = x.dtype.type  # constants in the compute type: float32 rounds them, float64 keeps them
     if a.approximate == "tanh":
-        return 0.5 * x * (1.0 + np.tanh(np.float32(np.sqrt(2.0 / np.pi)) * (x + np.float32(0.044715) * x ** 3)))
-    return 0.5 * x * (1.0 + special.erf(x / np.float32(np.sqrt(2.0))))
+        return 0.5 * x * (1.0 + np.tanh(c(np.sqrt(2.0 / np.pi)) * (x + c(0.044715) * x ** 3)))
+    return 0.5 * x * (1.0 + special.erf(x / c(np.sqrt(2.0))))
 
 
 def _clamp(x, a):
@@ -112,7 +116,13 @@ def _clamp(x, a):
 def _cast(x, a):
     if a.dtype.is_int and x.dtype.kind == "f":
         x = np.trunc(x)  # C semantics: toward zero
-    return x.astype(a.dtype.np if a.dtype.is_int or a.dtype == DType.bool else np.float32)
+    if a.dtype.is_fp8:
+        if a.saturate and x.dtype.kind == "f":  # as onnx's reference (numpy_helper.saturate_cast)
+            m = np.finfo(a.dtype.np).max
+            x = np.clip(x, -m, m).astype(x.dtype)
+        # float32 first, as the kernels (compute type float) do; exact for every float32 operand
+        return x.astype(np.float32).astype(a.dtype.np)
+    return x.astype(compute_dtype(a.dtype))
 
 
 _UNARY = {
@@ -220,12 +230,14 @@ def relu6(x: Tensor, name=None) -> Tensor:
     return clamp(x, 0.0, 6.0, name=name)
 
 
-def cast(x: Tensor, dtype, name=None) -> Tensor:
+def cast(x: Tensor, dtype, name=None, saturate: bool = True) -> Tensor:
+    """Convert to `dtype` (floats to integers truncate toward zero). `saturate` matters only for a
+    float8 target: clamp out-of-range values to its largest finite value (ONNX Cast's default)."""
     try:
         dt = as_dtype(dtype)
     except DTypeError as e:
         raise DTypeError(f"cast{f' {name!r}' if name else ''}: {e}") from None
-    return _unary(OpKind.CAST, x, CastAttrs(dt), name)
+    return _unary(OpKind.CAST, x, CastAttrs(dt, bool(saturate)), name)
 
 
 # -- binary ---------------------------------------------------------------------------------

@@ -42,7 +42,11 @@ _BUILD_ID = re.compile(r"[0-9a-f]{32}")
 MAX_JSON_BYTES = 256 << 20
 MAX_HEADER_BYTES = 100 << 20  # the limit of the safetensors library itself
 SAFETENSORS_DTYPE = {DType.float32: "F32", DType.float16: "F16", DType.bfloat16: "BF16", DType.int8: "I8",
-                     DType.int32: "I32", DType.int64: "I64", DType.bool: "BOOL"}
+                     DType.int32: "I32", DType.int64: "I64", DType.bool: "BOOL", DType.float64: "F64",
+                     DType.int16: "I16", DType.uint8: "U8", DType.uint16: "U16", DType.uint32: "U32",
+                     DType.uint64: "U64", DType.float8_e4m3fn: "F8_E4M3", DType.float8_e5m2: "F8_E5M2",
+                     # safetensors has no names for the fnuz forms; ours are read only by us
+                     DType.float8_e4m3fnuz: "F8_E4M3FNUZ", DType.float8_e5m2fnuz: "F8_E5M2FNUZ"}
 
 
 @dataclasses.dataclass(frozen=True)

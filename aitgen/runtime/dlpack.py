@@ -19,8 +19,12 @@ CPU, CUDA, CUDA_HOST, CUDA_MANAGED = 1, 2, 3, 13
 _DEVICE_NAMES = {1: "cpu", 2: "cuda", 3: "cuda_host", 4: "opencl", 7: "vulkan", 8: "metal", 10: "rocm", 13: "cuda_managed"}
 
 # (type code, bits) -> DType; codes: 0 int, 1 uint, 2 float, 4 bfloat, 6 bool
-_DTYPES = {(0, 8): DType.int8, (0, 32): DType.int32, (0, 64): DType.int64, (2, 16): DType.float16,
-           (2, 32): DType.float32, (4, 16): DType.bfloat16, (6, 8): DType.bool, (1, 8): DType.bool}
+# (1, 8) is read as bool for producers that export masks as uint8 (kept from before uint8 existed);
+# Model._dl_input reads it as uint8 where the model expects uint8.
+_DTYPES = {(0, 8): DType.int8, (0, 16): DType.int16, (0, 32): DType.int32, (0, 64): DType.int64,
+           (2, 16): DType.float16, (2, 32): DType.float32, (2, 64): DType.float64, (4, 16): DType.bfloat16,
+           (6, 8): DType.bool, (1, 8): DType.bool, (1, 16): DType.uint16, (1, 32): DType.uint32,
+           (1, 64): DType.uint64}
 
 
 class _DLDevice(ctypes.Structure):

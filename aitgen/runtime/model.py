@@ -28,7 +28,10 @@ MAX_RANK = 8
 # wrapped to 1 in the C int).
 MAX_RUNTIMES = 1024
 MAX_ITERS = 10**9
-_DTYPES = [DType.float32, DType.float16, DType.bfloat16, DType.int8, DType.int32, DType.int64, DType.bool]
+# Index = the C API's AitDType code (runtime.h, codegen/cexpr.py CODE).
+_DTYPES = [DType.float32, DType.float16, DType.bfloat16, DType.int8, DType.int32, DType.int64, DType.bool,
+           DType.float64, DType.int16, DType.uint8, DType.uint16, DType.uint32, DType.uint64,
+           DType.float8_e4m3fn, DType.float8_e5m2, DType.float8_e4m3fnuz, DType.float8_e5m2fnuz]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -243,6 +246,8 @@ class Model:
             return np.frombuffer(raw, dtype=v.dtype.np).reshape(v.shape).copy()
 
     def _check_view(self, name: str, spec: TensorSpec, v) -> object:
+        if v.dtype is DType.bool and spec.dtype is DType.uint8 and v.dtype_text == "uint8":
+            v = dataclasses.replace(v, dtype=DType.uint8)  # DLPack's uint8 reads as a mask unless uint8 is expected
         if v.dtype is not spec.dtype:
             raise RuntimeInputError(f"input '{name}': dtype {v.dtype or v.dtype_text}, expected {spec.dtype}")
         self._check_meta(name, spec, spec.dtype.np, v.shape)

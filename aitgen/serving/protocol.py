@@ -30,7 +30,9 @@ from .errors import BadRequestError, ServingError
 
 # v2 datatype names (Triton's BF16 included) for the dtypes a built model can take.
 DATATYPES = {DType.float32: "FP32", DType.float16: "FP16", DType.bfloat16: "BF16", DType.int8: "INT8",
-             DType.int32: "INT32", DType.int64: "INT64", DType.bool: "BOOL"}
+             DType.int32: "INT32", DType.int64: "INT64", DType.bool: "BOOL", DType.float64: "FP64",
+             DType.int16: "INT16", DType.uint8: "UINT8", DType.uint16: "UINT16", DType.uint32: "UINT32",
+             DType.uint64: "UINT64"}
 # numpy kinds a JSON array of each family may arrive as: integers are never silently truncated from
 # floats, booleans are never read as numbers.
 _KINDS = {"f": "iuf", "i": "iu", "b": "b"}

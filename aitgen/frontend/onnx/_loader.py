@@ -270,9 +270,8 @@ class Loader:
         if cache and name in self._const_cache:
             return self._const_cache[name]
         try:
-            if v.dtype == np.float64:  # constant() would narrow it to float32 silently
-                raise UnsupportedOpError("float64")
-            t = constant(v, name=name)
+            # float64 is named: constant() narrows an untyped float64 array to float32
+            t = constant(v, dtype="float64" if v.dtype == np.float64 else None, name=name)
         except AitgenError:
             raise UnsupportedOpError(f"{what}: constant of numpy dtype {v.dtype} has no aitgen dtype") from None
         if cache:

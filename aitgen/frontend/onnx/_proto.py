@@ -6,7 +6,11 @@ from ...errors import ImportError_, UnsupportedOpError
 from ...ir.dtype import DType
 
 _DTYPES = {"FLOAT": DType.float32, "FLOAT16": DType.float16, "BFLOAT16": DType.bfloat16,
-           "INT8": DType.int8, "INT32": DType.int32, "INT64": DType.int64, "BOOL": DType.bool}
+           "INT8": DType.int8, "INT32": DType.int32, "INT64": DType.int64, "BOOL": DType.bool,
+           "DOUBLE": DType.float64, "INT16": DType.int16, "UINT8": DType.uint8, "UINT16": DType.uint16,
+           "UINT32": DType.uint32, "UINT64": DType.uint64, "FLOAT8E4M3FN": DType.float8_e4m3fn,
+           "FLOAT8E5M2": DType.float8_e5m2, "FLOAT8E4M3FNUZ": DType.float8_e4m3fnuz,
+           "FLOAT8E5M2FNUZ": DType.float8_e5m2fnuz}
 
 
 def onnx_module():

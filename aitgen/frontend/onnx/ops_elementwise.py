@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 
 from ... import ops
-from ...ir.dtype import DType
+from ...ir.dtype import DType, as_dtype
+from ...ops.elementwise import CastAttrs, _cast as _ew_cast
 from ...ir.tensor import Tensor, constant
 from ._proto import elem_dtype
 from .registry import NodeContext, onnx_op
@@ -229,7 +230,8 @@ def _where(ctx: NodeContext):
 
 
 def _cast_to(ctx: NodeContext, x: Tensor, to: DType) -> Tensor:
-    return x if x.dtype == to else ops.cast(x, to)
+    # saturate (opset 19+, default 1) decides only float -> float8 overflow
+    return x if x.dtype == to else ops.cast(x, to, saturate=bool(ctx.attr("saturate", 1)))
 
 
 @onnx_op("Cast", min_opset=6)
@@ -243,14 +245,15 @@ def _cast_like(ctx: NodeContext):
     like = ctx.input(1)
     c = ctx.const(0)
     if c is not None:  # only the other input's dtype matters: a constant stays a constant
-        return ctx.constant_value(_np_cast(c, like.dtype))
+        return ctx.constant_value(_np_cast(c, like.dtype, bool(ctx.attr("saturate", 1))))
     return _cast_to(ctx, ctx.input(0), like.dtype)
 
 
-def _np_cast(a: np.ndarray, to: DType) -> np.ndarray:
-    if to.is_int and a.dtype.kind == "f":
-        a = np.trunc(a)  # as the IR's cast: toward zero
-    return a.astype(to.np)
+def _np_cast(a: np.ndarray, to: DType, saturate: bool = True) -> np.ndarray:
+    """The IR cast's own reference (truncation toward zero, float8 saturation), at import time."""
+    if as_dtype(a.dtype).is_low_float:
+        a = a.astype(np.float32)  # float16/bfloat16/float8 compute in float32, as the cast kernel does
+    return np.asarray(_ew_cast(a, CastAttrs(to, saturate))).astype(to.np)
 
 @onnx_op("IsInf", min_opset=10)
 def _isinf(ctx: NodeContext):

@@ -8,15 +8,18 @@ from ...errors import DTypeError
 from ...ir.dtype import DType
 
 _DTYPES = {torch.float32: DType.float32, torch.float16: DType.float16, torch.bfloat16: DType.bfloat16,
-           torch.int8: DType.int8, torch.int32: DType.int32, torch.int64: DType.int64, torch.bool: DType.bool}
+           torch.int8: DType.int8, torch.int32: DType.int32, torch.int64: DType.int64, torch.bool: DType.bool,
+           torch.float64: DType.float64, torch.int16: DType.int16, torch.uint8: DType.uint8,
+           torch.uint16: DType.uint16, torch.uint32: DType.uint32, torch.uint64: DType.uint64,
+           torch.float8_e4m3fn: DType.float8_e4m3fn, torch.float8_e5m2: DType.float8_e5m2,
+           torch.float8_e4m3fnuz: DType.float8_e4m3fnuz, torch.float8_e5m2fnuz: DType.float8_e5m2fnuz}
 
 
 def ir_dtype(dt: torch.dtype, what: str) -> DType:
     try:
         return _DTYPES[dt]
     except KeyError:
-        hint = " (convert the model with .float() first)" if dt == torch.float64 else ""
-        raise DTypeError(f"{what}: torch dtype {dt} has no aitgen counterpart{hint}") from None
+        raise DTypeError(f"{what}: torch dtype {dt} has no aitgen counterpart") from None
 
 
 def to_numpy(t: torch.Tensor) -> np.ndarray:

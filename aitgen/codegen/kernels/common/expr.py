@@ -8,6 +8,10 @@ cpu_vmath.h / cuda_math.cuh appear, which both compile.
 """
 from __future__ import annotations
 
+import re
+
+import numpy as np
+
 from ....ir.dtype import DType
 from ....ir.op import Op, OpKind
 from ...cexpr import COMPUTE
@@ -21,7 +25,7 @@ _EXPR = {
     OpKind.SILU: "a0 * ait::sigmoid_poly(a0)",
     OpKind.SIGMOID: "ait::sigmoid_poly(a0)",
     OpKind.TANH: "ait::tanh_poly(a0)",
-    OpKind.HARDSWISH: "a0 * std::min(std::max(a0 + 3.0f, 0.0f), 6.0f) / 6.0f",
+    OpKind.HARDSWISH: "a0 * std::min(std::max(a0 + T(3), T(0)), T(6)) / T(6)",
     OpKind.EXP: "std::exp(a0)",
     OpKind.LOG: "std::log(a0)",
     OpKind.SQRT: "std::sqrt(a0)",
@@ -85,8 +89,26 @@ def op_expr(op: Op) -> str:
     return node_expr(op.kind, op.attrs, [t.dtype for t in op.inputs], op.outputs[0].dtype)
 
 
+_FLOAT_LITERAL = re.compile(r"(\b\d+\.\d*(?:e[-+]?\d+)?)f\b")
+
+
 def node_expr(kind: OpKind, a, operand_dtypes: list[DType], out_dtype: DType) -> str:
     """One element-wise op (of a graph or of a fused Expr) as C++ over a0.., type T."""
+    e = _node_expr(kind, a, operand_dtypes, out_dtype)
+    if node_compute_type(kind, operand_dtypes) == "double":
+        # float64 computes in double: float32 literals would round its constants (sqrt(2/pi), ...)
+        e = _FLOAT_LITERAL.sub(r"\1", e)
+    return e
+
+
+def _fp8_saturate(out_dtype: DType) -> str:
+    """ONNX Cast's saturate=1 to a float8 type, as onnx's reference computes it: clip to the finite
+    range (infinities too), NaN stays NaN; the store then rounds to nearest even."""
+    m = _lit(float(np.finfo(out_dtype.np).max))
+    return f"(a0 != a0 ? a0 : (a0 > T({m}) ? T({m}) : (a0 < -T({m}) ? -T({m}) : a0)))"
+
+
+def _node_expr(kind: OpKind, a, operand_dtypes: list[DType], out_dtype: DType) -> str:
     k = kind
     if k is OpKind.GELU:
         if a.approximate == "tanh":
@@ -99,6 +121,8 @@ def node_expr(kind: OpKind, a, operand_dtypes: list[DType], out_dtype: DType) ->
         return "a0 / a1" if operand_dtypes[0].is_float else "(a1 == T(0) ? T(0) : T(a0 / a1))"
     if k is OpKind.CAST and out_dtype is DType.bool:
         return "a0 != T(0)"
+    if k is OpKind.CAST and out_dtype.is_fp8 and a.saturate and operand_dtypes[0].is_float:
+        return _fp8_saturate(out_dtype)
     if k is OpKind.MOD:
         return _MOD_FLOAT if operand_dtypes[0].is_float else _MOD_INT
     if k is OpKind.FMOD:

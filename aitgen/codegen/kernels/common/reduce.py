@@ -13,6 +13,7 @@ from typing import Sequence
 from ....ir.dims import Dim, IntImm
 from ....ir.op import OpKind
 from ....ir.tensor import Tensor
+from ....ir.dtype import DType
 from ...cexpr import COMPUTE
 
 # The reduction kinds and the name their kernels take them by.
@@ -51,5 +52,6 @@ def reduce_plan(op: str, x: Tensor, axes: set[int]) -> tuple[list[bool], list[Di
     mode = "row" if kinds[-1] else "col"
     kept = [g for g, r in enumerate(kinds) if not r and (mode == "row" or g != last)]
     red = [g for g, r in enumerate(kinds) if r and (mode == "col" or g != last)]
-    ct = "float" if op in ("mean", "var") else COMPUTE[x.dtype]
+    # mean/var of integers compute in float32 (the oracle's float mean); of float64, in double
+    ct = ("double" if x.dtype is DType.float64 else "float") if op in ("mean", "var") else COMPUTE[x.dtype]
     return kinds, sizes, mode, kept, red, ct

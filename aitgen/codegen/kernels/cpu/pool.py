@@ -7,6 +7,7 @@ from the op's own shape rule, ceil mode included, so the kernel never recomputes
 from __future__ import annotations
 
 from ....ir.op import Op, OpKind
+from ....ir.dtype import DType
 from ...cexpr import COMPUTE, STORAGE
 from ...lower import LowerContext, lowering
 from ...spec import KernelCall, KernelSpec
@@ -23,7 +24,7 @@ def lower_pool2d(op: Op, ctx: LowerContext) -> list[KernelCall]:
     spec = KernelSpec.make(ctx.template("pool.cpp.j2"), kind="max" if is_max else "avg",
                            kernel=list(a.kernel), stride=list(a.stride), pad=list(a.padding),
                            dilation=list(a.dilation), include_pad=bool(a.count_include_pad) and not is_max,
-                           t=STORAGE[x.dtype], ct=COMPUTE[x.dtype] if is_max else "float",
+                           t=STORAGE[x.dtype], ct=COMPUTE[x.dtype] if is_max or x.dtype is DType.float64 else "float",
                            par_threshold=PAR_THRESHOLD)
     n, h, w, c = x.shape
     _, ho, wo, _ = out.shape

@@ -7,6 +7,7 @@ HO, WO are dims, as on the CPU (HO and WO from the op's shape rule, ceil mode in
 from __future__ import annotations
 
 from ....ir.op import Op, OpKind
+from ....ir.dtype import DType
 from ...cexpr import COMPUTE, STORAGE
 from ...lower import LowerContext, lowering
 from ...spec import KernelCall, KernelSpec
@@ -27,7 +28,7 @@ def lower_pool2d(op: Op, ctx: LowerContext) -> list[KernelCall]:
     spec = KernelSpec.make(ctx.template("pool.cu.j2"), kind="max" if is_max else "avg",
                            kernel=list(a.kernel), stride=list(a.stride), pad=list(a.padding),
                            dilation=list(a.dilation), include_pad=bool(a.count_include_pad) and not is_max,
-                           t=STORAGE[x.dtype], ct=COMPUTE[x.dtype] if is_max else "float", vec=vec,
+                           t=STORAGE[x.dtype], ct=COMPUTE[x.dtype] if is_max or x.dtype is DType.float64 else "float", vec=vec,
                            threads=THREADS, per_sm=BLOCKS_PER_SM)
     return [KernelCall(spec, [out, x], [n, h, w, c, ho, wo], op.name or op.kind.value)]
 

@@ -1,5 +1,5 @@
 // Shared helpers of the CPU kernels: storage types and their float32 conversions. Kernels compute
-// in float32 and store in the tensor's type, as the numpy oracle does.
+// in float32 (float64 in double) and store in the tensor's type, as the numpy oracle does.
 #ifndef AITGEN_CPU_KERNEL_H_
 #define AITGEN_CPU_KERNEL_H_
 
@@ -10,6 +10,7 @@
 // Fused element-wise functors (codegen/kernels/common/expr.py node_expr) call its vectorisable
 // erf/tanh/exp, and any kernel may render one (GEMM/conv epilogues too).
 #include "aitgen/cpu_vmath.h"
+#include "aitgen/fp8.h"
 
 // Kernels are internal to the model library (hidden); model.cpp calls them by name.
 #define AIT_KERNEL extern "C" void
@@ -26,6 +27,7 @@ struct bf16 {
 };
 
 inline float to_f32(float v) { return v; }
+inline double to_f32(double v) { return v; }  // float64 loads keep their precision
 inline float to_f32(half v) {
   _Float16 h;
   std::memcpy(&h, &v.bits, 2);
@@ -42,6 +44,16 @@ template <typename T>
 inline T from_f32(float v);
 template <>
 inline float from_f32<float>(float v) { return v; }
+template <>
+inline double from_f32<double>(float v) { return v; }
+template <>
+inline fp8_e4m3fn from_f32<fp8_e4m3fn>(float v) { return fp8_from_double<fp8_e4m3fn>(v); }
+template <>
+inline fp8_e5m2 from_f32<fp8_e5m2>(float v) { return fp8_from_double<fp8_e5m2>(v); }
+template <>
+inline fp8_e4m3fnuz from_f32<fp8_e4m3fnuz>(float v) { return fp8_from_double<fp8_e4m3fnuz>(v); }
+template <>
+inline fp8_e5m2fnuz from_f32<fp8_e5m2fnuz>(float v) { return fp8_from_double<fp8_e5m2fnuz>(v); }
 template <>
 inline half from_f32<half>(float v) {
   _Float16 h = static_cast<_Float16>(v);

@@ -26,6 +26,8 @@ namespace ait {
 inline bool is_nan(float v) { return (__builtin_bit_cast(uint32_t, v) & 0x7fffffffu) > 0x7f800000u; }
 inline float max_nan(float acc, float v) { return ((v > acc) | is_nan(v)) ? v : acc; }
 inline float min_nan(float acc, float v) { return ((v < acc) | is_nan(v)) ? v : acc; }
+inline double max_nan(double acc, double v) { return ((v > acc) | (v != v)) ? v : acc; }
+inline double min_nan(double acc, double v) { return ((v < acc) | (v != v)) ? v : acc; }
 template <typename I>
 inline I max_nan(I acc, I v) { return v > acc ? v : acc; }
 template <typename I>
@@ -42,6 +44,8 @@ template <> struct Acc<int64_t> { using type = uint64_t; };
 inline float to_f32_or_int(float v) { return v; }
 inline float to_f32_or_int(half v) { return to_f32(v); }
 inline float to_f32_or_int(bf16 v) { return to_f32(v); }
+template <int E, int M, int B, bool FNUZ, bool INF>
+inline float to_f32_or_int(fp8<E, M, B, FNUZ, INF> v) { return to_f32(v); }
 template <typename I>
 inline I to_f32_or_int(I v) { return v; }
 
@@ -180,6 +184,14 @@ template <>
 inline half from_compute<half, float>(float v) { return from_f32<half>(v); }
 template <>
 inline bf16 from_compute<bf16, float>(float v) { return from_f32<bf16>(v); }
+template <>
+inline fp8_e4m3fn from_compute<fp8_e4m3fn, float>(float v) { return from_f32<fp8_e4m3fn>(v); }
+template <>
+inline fp8_e5m2 from_compute<fp8_e5m2, float>(float v) { return from_f32<fp8_e5m2>(v); }
+template <>
+inline fp8_e4m3fnuz from_compute<fp8_e4m3fnuz, float>(float v) { return from_f32<fp8_e4m3fnuz>(v); }
+template <>
+inline fp8_e5m2fnuz from_compute<fp8_e5m2fnuz, float>(float v) { return from_f32<fp8_e5m2fnuz>(v); }
 
 template <typename C, typename T>
 inline void pool_max(T* y, const T* x, const int64_t* off, int ntaps, int64_t n) {

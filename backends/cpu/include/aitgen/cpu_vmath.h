@@ -120,6 +120,17 @@ inline float sigmoid_poly(float x) {
   return x >= 0.0f ? r : e * r;
 }
 
+// float64 computes in double through libm: the float32 polynomials above would cost it its
+// precision (the fused-expression C++ calls the same names for both types).
+inline double erf_poly(double x) { return std::erf(x); }
+inline double gelu_erf(double x) { return 0.5 * x * std::erfc(-0.7071067811865476 * x); }
+inline double tanh_poly(double x) { return std::tanh(x); }
+inline double sigmoid_poly(double x) {
+  const double e = std::exp(-std::fabs(x));
+  const double r = 1.0 / (1.0 + e);
+  return x >= 0.0 ? r : e * r;
+}
+
 // Small float32 GEMM for blocks already in cache (attention tiles), no packing:
 // C[M x N] (+)= A[M x K] * B[K x N]; B and C row-major with leading dimensions; A's element (r, k)
 // is A[r * lda + k * ak], so A may be stored transposed (lda = 1, ak = its row length): it is only

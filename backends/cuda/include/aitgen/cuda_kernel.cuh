@@ -20,12 +20,15 @@
 #define AIT_KERNEL extern "C" void
 #define AIT_HD __host__ __device__ __forceinline__
 
+#include "aitgen/fp8.h"
+
 namespace ait {
 
 using half = __half;
 using bf16 = __nv_bfloat16;
 
 AIT_HD float to_f32(float v) { return v; }
+AIT_HD double to_f32(double v) { return v; }
 AIT_HD float to_f32(half v) { return __half2float(v); }
 AIT_HD float to_f32(bf16 v) { return __bfloat162float(v); }
 
@@ -33,6 +36,16 @@ template <typename T>
 AIT_HD T from_f32(float v);
 template <>
 AIT_HD float from_f32<float>(float v) { return v; }
+template <>
+AIT_HD double from_f32<double>(float v) { return v; }
+template <>
+AIT_HD fp8_e4m3fn from_f32<fp8_e4m3fn>(float v) { return fp8_from_double<fp8_e4m3fn>(v); }
+template <>
+AIT_HD fp8_e5m2 from_f32<fp8_e5m2>(float v) { return fp8_from_double<fp8_e5m2>(v); }
+template <>
+AIT_HD fp8_e4m3fnuz from_f32<fp8_e4m3fnuz>(float v) { return fp8_from_double<fp8_e4m3fnuz>(v); }
+template <>
+AIT_HD fp8_e5m2fnuz from_f32<fp8_e5m2fnuz>(float v) { return fp8_from_double<fp8_e5m2fnuz>(v); }
 template <>
 AIT_HD half from_f32<half>(float v) { return __float2half_rn(v); }
 template <>

@@ -133,6 +133,16 @@ AIT_HD float sigmoid_poly(float x) {
   return x >= 0.0f ? r : e * r;
 }
 
+// float64 computes in double (the fused-expression C++ calls the same names for both types).
+AIT_HD double erf_poly(double x) { return erf(x); }
+AIT_HD double gelu_erf(double x) { return 0.5 * x * erfc(-0.7071067811865476 * x); }
+AIT_HD double tanh_poly(double x) { return tanh(x); }
+AIT_HD double sigmoid_poly(double x) {
+  const double e = exp(-fabs(x));
+  const double r = 1.0 / (1.0 + e);
+  return x >= 0.0 ? r : e * r;
+}
+
 // -- packs ----------------------------------------------------------------------------------
 
 // V elements of T as one access of sizeof(T) * V bytes; the pointer must be aligned to that
