@@ -13,6 +13,7 @@ from typing import Callable, Optional
 from ..capabilities import Capabilities
 from ..errors import TargetError, UnsupportedOpError
 from ..ir.dims import prod
+from ..ir.dtype import DType
 from ..ir.graph import Graph
 from ..ir.op import Op, OpKind
 from ..ir.tensor import Tensor
@@ -113,6 +114,12 @@ def copy_call(ctx: LowerContext, dst: "Tensor | OutputRef", src: Tensor, op: str
     return KernelCall(KernelSpec.make(load_backend(ctx.backend).template("copy")), [dst, src], [nbytes], op, writes=[0])
 
 
+# Kernels (every backend's) that compute in float32 whatever they store: a float64 operand would
+# silently lose its precision there, so it is refused instead.
+FLOAT32_ONLY = frozenset({OpKind.SOFTMAX, OpKind.LAYERNORM, OpKind.RMSNORM, OpKind.GROUPNORM, OpKind.BATCHNORM,
+                          OpKind.ATTENTION})
+
+
 def lower_graph(graph: Graph, plan: MemoryPlan, backend: str, arch: Optional[str] = None,
                 opts: Optional[CompileOptions] = None) -> list[KernelCall]:
     """The run sequence of a graph that has been through the pipeline, with its memory plan
@@ -128,6 +135,10 @@ def lower_graph(graph: Graph, plan: MemoryPlan, backend: str, arch: Optional[str
                                        nbytes=prod(op.outputs[0].shape) * op.outputs[0].dtype.itemsize))
             continue
         fn = _LOWERINGS.get((backend, op.kind))
+        kind = op.attrs.kind if op.kind is OpKind.GROUPED else op.kind
+        if kind in FLOAT32_ONLY and any(t.dtype is DType.float64 for t in op.inputs):
+            raise UnsupportedOpError(f"op {op.kind.value} '{op.name}': its kernels compute in float32, and "
+                                     "float64 computes in float64 (cast to float32 around it)")
         if fn is None:
             raise UnsupportedOpError(f"op {op.kind.value} '{op.name}' has no {backend} kernel yet")
         if getattr(op.attrs, "epilogue", None) is not None and (backend, op.kind) not in _EPILOGUES:

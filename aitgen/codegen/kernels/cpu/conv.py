@@ -67,7 +67,7 @@ def lower_conv(op: Op, ctx: LowerContext) -> list[KernelCall]:
     if bias is not None:
         dims += md_dims(([out.shape[3]], [IntImm(1)]))
     prepack = is_constant(ctx, w)
-    types = onednn_types(out.dtype)
+    types = onednn_types(out.dtype, f"{op.kind.value} '{op.name}'")
     ep, key, loop_dims = epilogue.plan(op, out, extras, first_ptr=3 + (bias is not None), key_offset=len(dims),
                                        prepack=prepack, convert=types["convert"],
                                        dst_md=epilogue.nhwc_md(out.shape), rank=4, out_strides=out_strides)

@@ -107,7 +107,8 @@ def _post_ops(ep: Epilogue, out: Tensor, extras: list[Tensor], convert: bool, ds
 
 
 def plan(op: Op, out: Tensor, extras: list[Tensor], *, first_ptr: int, key_offset: int, prepack: bool,
-         convert: bool, dst_md: DstMd, rank: int, out_strides=None) -> tuple[dict, list[Dim], list[Dim]]:
+         convert: bool, dst_md: DstMd, rank: int, out_strides=None,
+         post_ops: bool = True) -> tuple[dict, list[Dim], list[Dim]]:
     """Kernel params (`epilogue`, `post_ops`), dims that join the primitive key (after key_offset),
     and the loop's dims (after the constants version). `rank` is the rank of dst_md's descriptors.
     `out_strides`: where the output lies at strides of its own (a slice of a concat written in
@@ -119,7 +120,7 @@ def plan(op: Op, out: Tensor, extras: list[Tensor], *, first_ptr: int, key_offse
         raise UnsupportedOpError(f"{op.kind.value} '{op.name}': an epilogue that changes the result's dtype "
                                  "has no CPU kernel")
     key: list[Dim] = []
-    post = _post_ops(ep, out, extras, convert, dst_md) or []
+    post = (_post_ops(ep, out, extras, convert, dst_md) if post_ops else None) or []
     for p in post:
         md = p.pop("md", None)
         p["src1"] = first_ptr + p["src1"] if p["src1"] >= 0 else -1
@@ -141,7 +142,8 @@ def plan(op: Op, out: Tensor, extras: list[Tensor], *, first_ptr: int, key_offse
     cpp = expr_cpp(ep.expr, [out.dtype] + [x.dtype for x in extras], prefix="ep")
     out_slot = ep.expr.outputs[0]
     params = dict(functions=cpp["functions"], statements=cpp["statements"], rank=len(shape), dims_at=loop_at,
-                  args=args, acc=load(out.dtype, "orow", "i"), store=store(out.dtype, f"s{out_slot}"),
+                  args=args, acc=load(out.dtype, "orow", "i"), acc_t=COMPUTE[out.dtype],
+                  store=store(out.dtype, f"s{out_slot}"),
                   out_strided=out_strides is not None)
     return dict(epilogue=params, post_ops=post, post_rank=rank), key, loop_dims
 

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 from typing import Optional, Sequence
 
+from ....errors import UnsupportedOpError
 from ....ir.dims import Dim, IntImm, as_dim, prod
 from ....ir.dtype import DType
 from ....ir.op import Op, OpKind
 from ....ir.tensor import Tensor
 from ....ops.operand_views import StridedView, matrix_view, row_groups
-from ...cexpr import STORAGE
+from ...cexpr import COMPUTE, STORAGE, load, store
 from ...lower import LowerContext, lowering
 from ...spec import CONSTANTS_VERSION, KernelCall, KernelSpec
 from . import epilogue
@@ -23,7 +24,7 @@ from . import epilogue
 Md = tuple[list[Dim], list[Dim]]  # (sizes, strides) of one oneDNN memory descriptor
 
 
-def onednn_types(dtype: DType) -> dict:
+def onednn_types(dtype: DType, what: str = "matmul") -> dict:
     """Storage type, the oneDNN type computed in, and whether operands go through float32 scratch.
 
     bfloat16 runs natively (oneDNN's avx512_core_bf16 kernels, float32 accumulation); float16 has no
@@ -35,7 +36,7 @@ def onednn_types(dtype: DType) -> dict:
         return dict(storage=STORAGE[dtype], storage_code="bf16", convert=False)
     if dtype is DType.float16:
         return dict(storage=STORAGE[dtype], storage_code="f16", convert=True)
-    raise TypeError(f"oneDNN kernels take float32, float16 or bfloat16, not {dtype}")
+    raise UnsupportedOpError(f"{what}: oneDNN kernels take float32, float16 or bfloat16, not {dtype}")
 
 
 def is_constant(ctx: LowerContext, t: Tensor) -> bool:
@@ -69,12 +70,14 @@ def matmul_call(ctx: LowerContext, op: Op, out: Tensor, a: Tensor, b: Tensor, bi
     `a_offset`: where a view of `a` starts, in elements (the last dim); `out_strides`: the output's
     strides where it is a strided slice of a concat (c_md already says so to oneDNN)."""
     rank = len(c_md[0])
+    if out.dtype in LOOP_DTYPES:
+        return _loop_call(ctx, op, out, a, b, bias, a_md, b_md, c_md, extras, a_offset, out_strides)
     dims = md_dims(a_md, b_md, c_md)
     if bias is not None:  # [1, .., 1, N] dense: oneDNN broadcasts it over the rows
         n = c_md[0][-1]
         dims += md_dims(([IntImm(1)] * (rank - 1) + [n], [n] * (rank - 1) + [IntImm(1)]))
     prepack = is_constant(ctx, b)
-    types = onednn_types(out.dtype)
+    types = onednn_types(out.dtype, f"{op.kind.value} '{op.name}'")
     ep, key, loop_dims = epilogue.plan(op, out, list(extras), first_ptr=3 + (bias is not None), key_offset=len(dims),
                                        prepack=prepack, convert=types["convert"],
                                        dst_md=dst_md or epilogue.batched_md(c_md[0]), rank=rank,
@@ -87,6 +90,40 @@ def matmul_call(ctx: LowerContext, op: Op, out: Tensor, a: Tensor, b: Tensor, bi
         tail.append(a_offset)
     spec = KernelSpec.make(ctx.template("gemm_onednn.cpp.j2"), rank=rank, has_bias=bias is not None,
                            prepack=prepack, nkey=len(dims), src_offset=src_offset, **types, **ep)
+    ptrs = [out, a, b] + ([bias] if bias is not None else []) + list(extras)
+    return KernelCall(spec, ptrs, tail, op.name or op.kind.value)
+
+
+# Matmuls of these dtypes run our own loop (gemm_loop.cpp.j2): oneDNN's CPU matmul has no float64.
+LOOP_DTYPES = (DType.float64,)
+
+
+def _loop_call(ctx: LowerContext, op: Op, out: Tensor, a: Tensor, b: Tensor, bias: Optional[Tensor],
+               a_md: Md, b_md: Md, c_md: Md, extras: Sequence[Tensor], a_offset: Optional[Dim],
+               out_strides) -> KernelCall:
+    """matmul_call's kernel for LOOP_DTYPES: the same descriptors, a plain loop, and the fused
+    epilogue as the loop over the output that the oneDNN kernels also have (no post-ops)."""
+    rank = len(c_md[0])
+    dims = md_dims(a_md, b_md, c_md)
+    if bias is not None:
+        n = c_md[0][-1]
+        dims += md_dims(([IntImm(1)] * (rank - 1) + [n], [n] * (rank - 1) + [IntImm(1)]))
+    ep, key, loop_dims = epilogue.plan(op, out, list(extras), first_ptr=3 + (bias is not None),
+                                       key_offset=len(dims), prepack=False, convert=True,
+                                       dst_md=epilogue.batched_md(c_md[0]), rank=rank, out_strides=out_strides,
+                                       post_ops=False)
+    tail = dims + key + loop_dims
+    src_offset = -1
+    if a_offset is not None and a_offset != 0:
+        src_offset = len(tail)
+        tail.append(a_offset)
+    r = rank
+    spec = KernelSpec.make(ctx.template("gemm_loop.cpp.j2"), rank=rank, has_bias=bias is not None,
+                           src_offset=src_offset, storage=STORAGE[out.dtype], ct=COMPUTE[out.dtype],
+                           load_a=load(a.dtype, "a", f"ao + k * ast[{r - 1}]"),
+                           load_b=load(b.dtype, "b", f"bo + k * bst[{r - 2}] + n * bst[{r - 1}]"),
+                           load_bias=load(out.dtype, "bias", "n * bias_st"), store=store(out.dtype, "acc"),
+                           **ep)
     ptrs = [out, a, b] + ([bias] if bias is not None else []) + list(extras)
     return KernelCall(spec, ptrs, tail, op.name or op.kind.value)
 
@@ -174,6 +211,8 @@ def lower_grouped_gemm(op: Op, members: list[Op], ctx: LowerContext) -> list[Ker
     """Independent GEMMs (group_ops) as one kernel: each member exactly the call lower_gemm makes
     for it (its oneDNN configuration, prepacked weight and epilogue), run in turn by
     backends/cpu/templates/grouped_onednn.cpp.j2 from its slice of the pointers and dims."""
+    if any(m.outputs[0].dtype in LOOP_DTYPES for m in members):  # no oneDNN configs: one loop kernel each
+        return [call for m in members for call in lower_gemm(m, ctx)]
     configs, ptrs, dims = [], [], []
     for m in members:
         (call,) = lower_gemm(m, ctx)
