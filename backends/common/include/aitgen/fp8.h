@@ -7,7 +7,8 @@
 //     NaN (0x7f | sign), the fnuz forms to their one NaN 0x80 (non-saturating, as numpy's astype;
 //     ONNX Cast's saturate=1 clamps before converting: codegen/kernels/common/expr.py);
 //   - NaN converts to 0x7f | sign (e4m3fn), 0x7e | sign (e5m2), 0x80 (fnuz);
-//   - the fnuz forms have no negative zero: a result of -0 is 0x00.
+//   - the fnuz forms have no negative zero: a result of -0 is 0x00;
+//   - decoding gives the quiet NaN 0x7fc00000 with the pattern's sign (fnuz: negative).
 // Bit manipulation only (no libm), so the same code runs on the host and on a GPU.
 #ifndef AITGEN_FP8_H_
 #define AITGEN_FP8_H_
@@ -57,7 +58,7 @@ AIT_FP8_HD double fp8_to_double(fp8<E, M, B, FNUZ, INF> v) {
   const uint32_t e = (b >> M) & ((1u << E) - 1u);
   const uint32_t m = b & ((1u << M) - 1u);
   const double nan = fp8_bits_to_double(0x7ff8000000000000ull);
-  if (FNUZ && b == 0x80u) return nan;
+  if (FNUZ && b == 0x80u) return -nan;  // ml_dtypes reads the fnuz NaN with the sign bit set
   if (!FNUZ && !INF && (b & 0x7fu) == 0x7fu) return neg ? -nan : nan;
   if (INF && e == (1u << E) - 1u) {
     const double inf = fp8_bits_to_double(0x7ff0000000000000ull);
