@@ -1,0 +1,198 @@
+"""float64, int16 and the unsigned integers through the CPU backend, against the numpy oracle and,
+through the ONNX importer, against onnxruntime where it has a kernel.
+
+Tolerances: integers and bools exactly (fixed-width wraparound: numpy's, ONNX's); float64 against
+the float64 oracle rtol 1e-12 / atol 1e-14 (libm and summation order differ in the last bits),
+against onnxruntime rtol 1e-9 / atol 1e-12 (its kernels vectorise differently). Each test is one
+CPU build of many ops, to keep the build count small.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import aitgen as ag
+from aitgen import ops
+from aitgen.errors import UnsupportedOpError
+from aitgen.ir.dtype import DType
+
+INTS = ["int16", "uint8", "uint16", "uint32", "uint64"]
+F64 = dict(rtol=1e-12, atol=1e-14)
+
+
+def _ints(rng, dt: str, shape, lo=None, hi=None) -> np.ndarray:
+    info = np.iinfo(dt)
+    return rng.integers(info.min if lo is None else lo, info.max if hi is None else hi, shape, dtype=dt,
+                        endpoint=True)
+
+
+def _check(outs: dict, feeds: dict, tmp_path, tol=None) -> dict:
+    got = ag.compile_model(outs, target="cpu", workdir=str(tmp_path)).run(feeds)
+    ref = ag.reference.run(outs, feeds)
+    for k in outs:
+        assert got[k].dtype == ref[k].dtype, k
+        if tol is None or got[k].dtype.kind != "f":
+            np.testing.assert_array_equal(got[k], ref[k], err_msg=k)
+        else:
+            np.testing.assert_allclose(got[k], ref[k], err_msg=k, **tol)
+    return got
+
+
+@pytest.mark.parametrize("dt", INTS)
+def test_integer_ops_wrap_like_numpy(dt, tmp_path):
+    x = ag.Tensor([6, 10], dtype=dt, name="x")
+    y = ag.Tensor([6, 10], dtype=dt, name="y")
+    idx = ag.Tensor([3], dtype="int64", name="i")
+    outs = {"add": ops.add(x, y), "sub": ops.sub(x, y), "mul": ops.mul(x, y), "div": ops.div(x, y),
+            "mod": ops.mod(x, y), "fmod": ops.fmod(x, y), "max": ops.maximum(x, y), "min": ops.minimum(x, y),
+            "neg": ops.neg(x), "abs": ops.abs(x), "and": ops.bitwise_and(x, y), "or": ops.bitwise_or(x, y),
+            "xor": ops.bitwise_xor(x, y), "not": ops.bitwise_not(x), "lt": ops.less(x, y), "eq": ops.equal(x, x),
+            "ge": ops.greater_equal(x, y), "where": ops.where(ops.less(x, y), x, y),
+            "to_f32": ops.cast(x, "float32"), "to_i64": ops.cast(x, "int64"), "to_u8": ops.cast(x, "uint8"),
+            "sum": ops.reduce_sum(x, 1), "sum0": ops.reduce_sum(x, 0), "rmax": ops.reduce_max(x, 1),
+            "rmin": ops.reduce_min(x, 0), "prod": ops.reduce_prod(x, 1), "cumsum": ops.cumsum(x, 1),
+            "argmax": ops.argmax(x, 1), "cat": ops.concat([x, y], 0), "perm": ops.permute(x, [1, 0]),
+            "slice": x[1:5, ::3], "gather": ops.gather(x, idx, 1), "reshape": ops.reshape(x, [3, 20]),
+            "pad": ops.pad(x, [1, 1, 0, 2])}
+    rng = np.random.default_rng(0)
+    feeds = {"x": _ints(rng, dt, (6, 10)), "y": _ints(rng, dt, (6, 10)), "i": np.array([0, 9, 4])}
+    feeds["y"][0, :3] = 0  # division and remainder by zero give 0, as the oracle says
+    got = _check(outs, feeds, tmp_path)
+    # spot checks of the wraparound itself, independent of the oracle
+    wide = feeds["x"].astype(object) + feeds["y"].astype(object)
+    np.testing.assert_array_equal(got["add"].astype(object), wide % (1 << (8 * np.dtype(dt).itemsize))
+                                  if dt.startswith("u") else got["add"].astype(object))
+    assert got["sum"].dtype == np.dtype(dt)
+
+
+@pytest.mark.parametrize("dt", INTS)
+def test_integer_casts_from_float(dt, tmp_path):
+    """float -> integer truncates toward zero (in range values: out of range is undefined in C++)."""
+    x = ag.Tensor([50], dtype="float32", name="x")
+    d = ag.Tensor([50], dtype="float64", name="d")
+    outs = {"f": ops.cast(x, dt), "d": ops.cast(d, dt)}
+    info = np.iinfo(dt)
+    rng = np.random.default_rng(1)
+    hi = min(float(info.max), 1e6)
+    v = rng.uniform(max(float(info.min), -1e6), hi, 50)
+    got = _check(outs, {"x": v.astype(np.float32), "d": v}, tmp_path)
+    np.testing.assert_array_equal(got["d"], np.trunc(v).astype(dt))
+
+
+def test_float64_computes_in_float64(tmp_path):
+    x = ag.Tensor([4, 6], dtype="float64", name="x")
+    y = ag.Tensor([4, 6], dtype="float64", name="y")
+    w = ag.Tensor([6, 5], dtype="float64", name="w")
+    bb = ag.Tensor([4, 6, 3], dtype="float64", name="bb")
+    bias = ag.constant(np.linspace(-1, 1, 5), dtype="float64")
+    outs = {"tiny": ops.sub(ops.add(x, 1e-12), x),  # float32 would give 0 (or 1.2e-7 steps)
+            "exp": ops.exp(x), "log": ops.log(ops.abs(x)), "sin": ops.sin(x), "tanh": ops.tanh(x),
+            "sig": ops.sigmoid(x), "silu": ops.silu(x), "gelu": ops.gelu(x), "gelu_t": ops.gelu(x, "tanh"),
+            "erf": ops.erf(x), "sqrt": ops.sqrt(ops.abs(x)), "rsqrt": ops.rsqrt(ops.add(ops.abs(x), 1.0)),
+            "pow": ops.pow(ops.abs(x), y), "div": ops.div(x, y), "hs": ops.hardswish(x),
+            "clamp": ops.clamp(x, -0.3, 0.7), "round": ops.round(x), "mod": ops.mod(x, y),
+            "sum": ops.reduce_sum(x, 1), "mean": ops.reduce_mean(x, 0), "var": ops.reduce_var(x, 1),
+            "var0": ops.reduce_var(x, 0), "max": ops.reduce_max(x, 1), "prod": ops.reduce_prod(x, 0),
+            "cumsum": ops.cumsum(x, 1), "mm": ops.matmul(x, w), "gemm_ep": ops.gelu(ops.gemm(x, w, bias)),
+            "bmm": ops.matmul(ops.reshape(x, [4, 1, 6]), bb), "to_f32": ops.cast(x, "float32"),
+            "from_f32": ops.cast(ops.cast(x, "float32"), "float64"), "to_i64": ops.cast(ops.mul(x, 100.0), "int64")}
+    rng = np.random.default_rng(2)
+    feeds = {"x": rng.standard_normal((4, 6)), "y": rng.uniform(0.5, 2.0, (4, 6)), "w": rng.standard_normal((6, 5)),
+             "bb": rng.standard_normal((4, 6, 3))}
+    got = _check(outs, feeds, tmp_path, F64)
+    np.testing.assert_allclose(got["tiny"], 1e-12, rtol=1e-3)
+
+
+def test_float64_float32_only_kernels_are_refused(tmp_path):
+    x = ag.Tensor([4, 6], dtype="float64", name="x")
+    with pytest.raises(UnsupportedOpError, match=r"softmax.*float64"):
+        ag.compile_model({"y": ops.softmax(x, -1)}, target="cpu", workdir=str(tmp_path))
+
+
+def test_dtype_names_and_numpy_types():
+    import ml_dtypes
+    assert DType.float64.is_float and not DType.float64.is_low_float
+    assert DType.uint32.is_int and DType.uint32.is_unsigned and not DType.int16.is_unsigned
+    assert DType.float8_e5m2.is_fp8 and DType.float8_e5m2.is_low_float
+    assert ag.ir.dtype.as_dtype(np.dtype(ml_dtypes.float8_e4m3fnuz)) is DType.float8_e4m3fnuz
+    assert ag.ir.dtype.as_dtype(np.uint16) is DType.uint16
+    assert ag.ir.dtype.as_dtype("double") is DType.float64
+
+
+# -- against onnxruntime, through the ONNX importer -------------------------------------------
+
+_ONNX_BINARY = ["Add", "Sub", "Mul", "Div", "Max", "Min", "Equal", "Less", "Greater", "LessOrEqual",
+                "GreaterOrEqual", "BitwiseAnd", "BitwiseOr", "BitwiseXor", "Mod"]
+_ONNX_UNARY = ["Neg", "Abs", "BitwiseNot", "Exp", "Sqrt", "Tanh", "Sigmoid", "Erf", "Floor"]
+
+
+def _onnx_model(elem: int, shape, ops_: list[str], extra_nodes=()):
+    from onnx import TensorProto, helper
+    nodes, outs = [], []
+    for op in ops_:
+        ins = ["x", "y"] if op in _ONNX_BINARY else ["x"]
+        nodes.append(helper.make_node(op, ins, [op.lower()]))
+        bool_out = op in ("Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual")
+        outs.append(helper.make_tensor_value_info(op.lower(), TensorProto.BOOL if bool_out else elem, shape))
+    for node, out in extra_nodes:
+        nodes.append(node)
+        outs.append(out)
+    g = helper.make_graph(nodes, "t", [helper.make_tensor_value_info("x", elem, shape),
+                                       helper.make_tensor_value_info("y", elem, shape)], outs)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)])
+    m.ir_version = 10
+    return m
+
+
+def _ort_or_skip(m, feeds):
+    ort = pytest.importorskip("onnxruntime", reason="onnxruntime is not installed")
+    try:
+        sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+        names = [o.name for o in m.graph.output]
+        return dict(zip(names, sess.run(None, feeds))), ""
+    except Exception as e:  # noqa: BLE001 - a type onnxruntime has no kernel for
+        return None, str(e)
+
+
+def _per_op_against_ort(dt: str, ops_: list[str], feeds: dict, tmp_path, tol=None) -> int:
+    """Each op on its own against onnxruntime (a missing ORT kernel skips that op only). Returns
+    the number of ops compared."""
+    onnx = pytest.importorskip("onnx", reason="onnx is not installed")
+    from onnx import helper
+    elem = helper.np_dtype_to_tensor_dtype(np.dtype(dt))
+    shape = list(feeds["x"].shape)
+    have = []
+    for op in ops_:
+        m = _onnx_model(elem, shape, [op])
+        theirs, _ = _ort_or_skip(m, feeds)
+        if theirs is not None:
+            have.append((op, theirs[op.lower()]))
+    if not have:
+        pytest.skip(f"onnxruntime has no kernel for any of these ops in {dt}")
+    m = _onnx_model(elem, shape, [op for op, _ in have])
+    inputs, outputs = ag.load_onnx(m.SerializeToString())
+    got = ag.compile_model(outputs, target="cpu", workdir=str(tmp_path)).run(feeds)
+    for op, want in have:
+        if tol is None or want.dtype.kind != "f":
+            np.testing.assert_array_equal(got[op.lower()], want, err_msg=op)
+        else:
+            np.testing.assert_allclose(got[op.lower()], want, err_msg=op, **tol)
+    return len(have)
+
+
+@pytest.mark.parametrize("dt", INTS)
+def test_integer_onnx_ops_match_onnxruntime(dt, tmp_path):
+    rng = np.random.default_rng(3)
+    feeds = {"x": _ints(rng, dt, (3, 8)), "y": _ints(rng, dt, (3, 8), lo=1)}  # ORT traps on / 0
+    n = _per_op_against_ort(dt, [o for o in _ONNX_BINARY + ["Neg", "Abs", "BitwiseNot"]
+                                 if not (o == "Neg" and dt.startswith("u"))], feeds, tmp_path)
+    assert n >= 5
+
+
+def test_float64_onnx_ops_match_onnxruntime(tmp_path):
+    rng = np.random.default_rng(4)
+    feeds = {"x": rng.uniform(0.1, 3.0, (3, 8)), "y": rng.uniform(0.5, 2.0, (3, 8))}
+    # (Mod of floats needs fmod=1 in onnxruntime before opset 28)
+    n = _per_op_against_ort("float64", [o for o in _ONNX_BINARY + _ONNX_UNARY if not o.startswith(("Bitwise", "Mod"))],
+                            feeds, tmp_path, dict(rtol=1e-9, atol=1e-12))
+    assert n >= 10
