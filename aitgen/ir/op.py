@@ -69,6 +69,8 @@ class OpKind(enum.Enum):
     BITWISE_AND = "bitwise_and"
     BITWISE_OR = "bitwise_or"
     BITWISE_XOR = "bitwise_xor"
+    SHIFT_LEFT = "shift_left"    # integers; a shift by the width or more gives 0 (numpy's)
+    SHIFT_RIGHT = "shift_right"  # logical for unsigned, arithmetic for signed (numpy's)
     # element-wise ternary
     WHERE = "where"
     # matmul family

@@ -17,7 +17,7 @@ from .registry import Category, make_op1, register
 __all__ = ["GeluAttrs", "ClampAttrs", "CastAttrs", "relu", "gelu", "silu", "sigmoid", "tanh", "hardswish", "exp", "log", "sqrt", "rsqrt", "reciprocal", "abs", "neg", "erf", "logical_not", "clamp", "relu6", "cast", "add", "sub", "mul", "div", "pow", "maximum", "minimum", "equal", "not_equal", "less", "less_equal", "greater", "greater_equal", "logical_and", "logical_or", "where",
            "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "expm1",
            "log1p", "floor", "ceil", "round", "sign", "isnan", "isinf", "bitwise_not", "mod", "fmod",
-           "bitwise_and", "bitwise_or", "bitwise_xor"]
+           "bitwise_and", "bitwise_or", "bitwise_xor", "shift_left", "shift_right"]
 
 Operand = Union[Tensor, int, float, bool]
 
@@ -82,7 +82,8 @@ def as_operand(x: Operand, like: Optional[Tensor]) -> Tensor:
 # -- unary ----------------------------------------------------------------------------------
 
 _TO_BOOL = {OpKind.ISNAN, OpKind.ISINF}
-_INT_ONLY = {OpKind.BITWISE_NOT, OpKind.BITWISE_AND, OpKind.BITWISE_OR, OpKind.BITWISE_XOR}
+_INT_ONLY = {OpKind.BITWISE_NOT, OpKind.BITWISE_AND, OpKind.BITWISE_OR, OpKind.BITWISE_XOR, OpKind.SHIFT_LEFT,
+             OpKind.SHIFT_RIGHT}
 
 
 def _make_infer_unary(kind: OpKind):
@@ -290,6 +291,16 @@ def _fmod(a, b):
     return np.fmod(a, b)
 
 
+def _shift(a, b, fn):
+    """numpy's shift, with a shift by the width or more (or a negative one) defined: 0, or -1 for a
+    negative operand shifted right (numpy leaves it to the CPU, which takes the count modulo 32/64)."""
+    bits = 8 * a.dtype.itemsize
+    big = (b >= bits) | (b < 0)
+    r = fn(a, np.where(big, 0, b).astype(a.dtype))
+    over = np.where((a < 0) & (fn is np.right_shift), -1, 0).astype(a.dtype) if a.dtype.kind == "i" else 0
+    return np.where(big, over, r).astype(a.dtype)
+
+
 _BINARY = {
     OpKind.ADD: np.add, OpKind.SUB: np.subtract, OpKind.MUL: np.multiply, OpKind.DIV: _div,
     OpKind.POW: np.power, OpKind.MAXIMUM: np.maximum, OpKind.MINIMUM: np.minimum,
@@ -298,6 +309,7 @@ _BINARY = {
     OpKind.LOGICAL_AND: np.logical_and, OpKind.LOGICAL_OR: np.logical_or,
     OpKind.MOD: _mod, OpKind.FMOD: _fmod, OpKind.BITWISE_AND: np.bitwise_and,
     OpKind.BITWISE_OR: np.bitwise_or, OpKind.BITWISE_XOR: np.bitwise_xor,
+    OpKind.SHIFT_LEFT: lambda a, b: _shift(a, b, np.left_shift), OpKind.SHIFT_RIGHT: lambda a, b: _shift(a, b, np.right_shift),
 }
 
 for _kind, _fn in _BINARY.items():
@@ -337,6 +349,8 @@ def fmod(a: Operand, b: Operand, name=None) -> Tensor: return _binary(OpKind.FMO
 def bitwise_and(a: Operand, b: Operand, name=None) -> Tensor: return _binary(OpKind.BITWISE_AND, a, b, name)
 def bitwise_or(a: Operand, b: Operand, name=None) -> Tensor: return _binary(OpKind.BITWISE_OR, a, b, name)
 def bitwise_xor(a: Operand, b: Operand, name=None) -> Tensor: return _binary(OpKind.BITWISE_XOR, a, b, name)
+def shift_left(a: Operand, b: Operand, name=None) -> Tensor: return _binary(OpKind.SHIFT_LEFT, a, b, name)
+def shift_right(a: Operand, b: Operand, name=None) -> Tensor: return _binary(OpKind.SHIFT_RIGHT, a, b, name)
 
 
 # -- where ----------------------------------------------------------------------------------

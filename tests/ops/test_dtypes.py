@@ -54,8 +54,11 @@ def test_integer_ops_wrap_like_numpy(dt, tmp_path):
             "argmax": ops.argmax(x, 1), "cat": ops.concat([x, y], 0), "perm": ops.permute(x, [1, 0]),
             "slice": x[1:5, ::3], "gather": ops.gather(x, idx, 1), "reshape": ops.reshape(x, [3, 20]),
             "pad": ops.pad(x, [1, 1, 0, 2])}
+    s = ag.Tensor([6, 10], dtype=dt, name="s")  # shift counts, past the width too
+    outs.update(shl=ops.shift_left(x, s), shr=ops.shift_right(x, s))
     rng = np.random.default_rng(0)
-    feeds = {"x": _ints(rng, dt, (6, 10)), "y": _ints(rng, dt, (6, 10)), "i": np.array([0, 9, 4])}
+    feeds = {"x": _ints(rng, dt, (6, 10)), "y": _ints(rng, dt, (6, 10)), "i": np.array([0, 9, 4]),
+             "s": _ints(rng, dt, (6, 10), 0, 70)}
     feeds["y"][0, :3] = 0  # division and remainder by zero give 0, as the oracle says
     got = _check(outs, feeds, tmp_path)
     # spot checks of the wraparound itself, independent of the oracle
@@ -196,3 +199,26 @@ def test_float64_onnx_ops_match_onnxruntime(tmp_path):
     n = _per_op_against_ort("float64", [o for o in _ONNX_BINARY + _ONNX_UNARY if not o.startswith(("Bitwise", "Mod"))],
                             feeds, tmp_path, dict(rtol=1e-9, atol=1e-12))
     assert n >= 10
+
+
+@pytest.mark.parametrize("dt", ["uint8", "uint16", "uint32", "uint64"])
+def test_bitshift_matches_onnxruntime(dt, tmp_path):
+    pytest.importorskip("onnx", reason="onnx is not installed")
+    from onnx import TensorProto, helper
+    elem = helper.np_dtype_to_tensor_dtype(np.dtype(dt))
+    nodes = [helper.make_node("BitShift", ["x", "y"], [d.lower()], direction=d) for d in ("LEFT", "RIGHT")]
+    outs = [helper.make_tensor_value_info(d, elem, [3, 8]) for d in ("left", "right")]
+    g = helper.make_graph(nodes, "t", [helper.make_tensor_value_info("x", elem, [3, 8]),
+                                       helper.make_tensor_value_info("y", elem, [3, 8])], outs)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)])
+    m.ir_version = 10
+    rng = np.random.default_rng(5)
+    bits = 8 * np.dtype(dt).itemsize
+    feeds = {"x": _ints(rng, dt, (3, 8)), "y": _ints(rng, dt, (3, 8), 0, bits - 1)}  # in range: ORT's C++ shift
+    theirs, why = _ort_or_skip(m, feeds)
+    if theirs is None:
+        pytest.skip(f"onnxruntime: {why[:200]}")
+    _, outputs = ag.load_onnx(m.SerializeToString())
+    got = ag.compile_model(outputs, target="cpu", workdir=str(tmp_path)).run(feeds)
+    for k in ("left", "right"):
+        np.testing.assert_array_equal(got[k], theirs[k], err_msg=k)

@@ -43,6 +43,18 @@ for _onnx, _fn in _NEW_BINARY.items():
         _BINARY[_onnx] = getattr(ops, _fn)
 
 
+@onnx_op("BitShift", min_opset=11)
+def _bitshift(ctx: NodeContext):
+    x, y = ctx.input(0), ctx.input(1)
+    d = ctx.attr("direction")
+    d = d.decode() if isinstance(d, bytes) else d
+    if d not in ("LEFT", "RIGHT"):
+        raise ctx.malformed(f"direction must be LEFT or RIGHT, got {d!r}")
+    if not x.dtype.is_unsigned:
+        raise ctx.malformed(f"BitShift takes unsigned integers, got {x.dtype}")
+    return ops.shift_left(x, y) if d == "LEFT" else ops.shift_right(x, y)
+
+
 def _check_bool(ctx: NodeContext, *xs: Tensor) -> None:
     if ctx.op_type in ("And", "Or", "Xor", "Not"):
         for x in xs:

@@ -123,6 +123,14 @@ def _node_expr(kind: OpKind, a, operand_dtypes: list[DType], out_dtype: DType) -
         return "a0 != T(0)"
     if k is OpKind.CAST and out_dtype.is_fp8 and a.saturate and operand_dtypes[0].is_float:
         return _fp8_saturate(out_dtype)
+    if k in (OpKind.SHIFT_LEFT, OpKind.SHIFT_RIGHT):
+        # The stored width decides: a narrow type computes in 32 bits, so shift counts up to 31 wrap
+        # correctly when stored; beyond the width C++ leaves it undefined and the oracle says 0 (-1
+        # for a negative value shifted right).
+        w = 8 * operand_dtypes[0].itemsize
+        op = "<<" if k is OpKind.SHIFT_LEFT else ">>"
+        over = "(a0 < T(0) ? T(-1) : T(0))" if k is OpKind.SHIFT_RIGHT and not operand_dtypes[0].is_unsigned else "T(0)"
+        return f"(a1 >= T({w}) || a1 < T(0) ? {over} : T(a0 {op} a1))"
     if k is OpKind.MOD:
         return _MOD_FLOAT if operand_dtypes[0].is_float else _MOD_INT
     if k is OpKind.FMOD:
