@@ -69,8 +69,10 @@ class OpKind(enum.Enum):
     BITWISE_AND = "bitwise_and"
     BITWISE_OR = "bitwise_or"
     BITWISE_XOR = "bitwise_xor"
-    SHIFT_LEFT = "shift_left"    # integers; a shift by the width or more gives 0 (numpy's)
-    SHIFT_RIGHT = "shift_right"  # logical for unsigned, arithmetic for signed (numpy's)
+    # integers; as ONNX BitShift (opset 28): a count < 0 or >= the width gives 0 (-1 for a negative
+    # value shifted right); right shifts of signed values are arithmetic
+    SHIFT_LEFT = "shift_left"
+    SHIFT_RIGHT = "shift_right"
     # element-wise ternary
     WHERE = "where"
     # matmul family

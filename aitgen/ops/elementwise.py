@@ -292,8 +292,8 @@ def _fmod(a, b):
 
 
 def _shift(a, b, fn):
-    """numpy's shift, with a shift by the width or more (or a negative one) defined: 0, or -1 for a
-    negative operand shifted right (numpy leaves it to the CPU, which takes the count modulo 32/64)."""
+    """numpy's shift, with a shift by the width or more (or a negative one) defined as ONNX BitShift
+    (opset 28) does: 0, or -1 for a negative operand shifted right (numpy leaves it to the CPU)."""
     bits = 8 * a.dtype.itemsize
     big = (b >= bits) | (b < 0)
     r = fn(a, np.where(big, 0, b).astype(a.dtype))

@@ -37,7 +37,7 @@ def parse(ctx: NodeContext, eq: str, ranks: list[int]) -> tuple[list[str], str]:
             if k < 0:
                 raise ctx.malformed(f"term '{t}' has more letters than its operand's rank {r}")
             t = t.replace("...", ell[n_ell - k:])
-        if len(t) != r or not t.isalpha():
+        if len(t) != r or (t and not t.isalpha()):  # '' is a scalar's term
             raise ctx.malformed(f"term '{t}' does not match an operand of rank {r}")
         if len(set(t)) != len(t):
             raise ctx.unsupported(f"a repeated letter in '{t}' (a diagonal) is not supported")

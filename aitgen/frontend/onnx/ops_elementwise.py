@@ -50,8 +50,8 @@ def _bitshift(ctx: NodeContext):
     d = d.decode() if isinstance(d, bytes) else d
     if d not in ("LEFT", "RIGHT"):
         raise ctx.malformed(f"direction must be LEFT or RIGHT, got {d!r}")
-    if not x.dtype.is_unsigned:
-        raise ctx.malformed(f"BitShift takes unsigned integers, got {x.dtype}")
+    if not x.dtype.is_int or (ctx.opset < 28 and not x.dtype.is_unsigned):
+        raise ctx.malformed(f"BitShift takes {'' if ctx.opset >= 28 else 'unsigned '}integers, got {x.dtype}")
     return ops.shift_left(x, y) if d == "LEFT" else ops.shift_right(x, y)
 
 

@@ -127,10 +127,15 @@ def _node_expr(kind: OpKind, a, operand_dtypes: list[DType], out_dtype: DType) -
         # The stored width decides: a narrow type computes in 32 bits, so shift counts up to 31 wrap
         # correctly when stored; beyond the width C++ leaves it undefined and the oracle says 0 (-1
         # for a negative value shifted right).
-        w = 8 * operand_dtypes[0].itemsize
-        op = "<<" if k is OpKind.SHIFT_LEFT else ">>"
-        over = "(a0 < T(0) ? T(-1) : T(0))" if k is OpKind.SHIFT_RIGHT and not operand_dtypes[0].is_unsigned else "T(0)"
-        return f"(a1 >= T({w}) || a1 < T(0) ? {over} : T(a0 {op} a1))"
+        # A signed left shift goes through the unsigned type: bits past the sign bit are dropped
+        # without signed-overflow UB.
+        d = operand_dtypes[0]
+        w = 8 * d.itemsize
+        if k is OpKind.SHIFT_LEFT:
+            u = "uint64_t" if COMPUTE[d] in ("int64_t", "uint64_t") else "uint32_t"
+            return f"(a1 >= T({w}) || a1 < T(0) ? T(0) : T(static_cast<{u}>(a0) << a1))"
+        over = "T(0)" if d.is_unsigned else "(a0 < T(0) ? T(-1) : T(0))"
+        return f"(a1 >= T({w}) || a1 < T(0) ? {over} : T(a0 >> a1))"
     if k is OpKind.MOD:
         return _MOD_FLOAT if operand_dtypes[0].is_float else _MOD_INT
     if k is OpKind.FMOD:
