@@ -68,7 +68,13 @@ class GemmProblem:
 
 def _dense_only(op: Op) -> None:
     """Operands read through strided views (fuse_memory_ops sets them only where a lowering
-    declares the "operand_views" feature, which these do not) would be read wrong: refuse."""
+    declares the "operand_views" feature, which these do not) would be read wrong: refuse. So are
+    dtypes the CUTLASS templates are not instantiated for (float64, integers, float8: an fp8
+    GEMM on sm_90a is not written yet)."""
+    for t in op.inputs:
+        if t.dtype not in evt.CUTLASS_TYPE:
+            raise UnsupportedOpError(f"{op.kind.value} '{op.name}': operand '{t.name}' is {t.dtype}; the CUDA "
+                                     "GEMM kernels take float32, float16 or bfloat16")
     if getattr(op.attrs, "operand_views", None) is not None:
         raise UnsupportedOpError(f"{op.kind.value} '{op.name}': operands read through strided views have no "
                                  "CUDA GEMM kernel")
