@@ -222,3 +222,25 @@ def test_bitshift_matches_onnxruntime(dt, tmp_path):
     got = ag.compile_model(outputs, target="cpu", workdir=str(tmp_path)).run(feeds)
     for k in ("left", "right"):
         np.testing.assert_array_equal(got[k], theirs[k], err_msg=k)
+
+
+def test_constants_of_new_dtypes_survive_weights_file_and_load(tmp_path):
+    """Constants go through weights.safetensors (F64, U8, ..., F8_E4M3 and our F8_*FNUZ names) and a
+    Model.load in a fresh container reads them back."""
+    rng = np.random.default_rng(6)
+    outs, feeds = {}, {}
+    for dt in ["float64", "int16", "uint8", "uint64", "float8_e4m3fn", "float8_e5m2fnuz"]:
+        d = DType(dt)
+        v = ((rng.standard_normal((3, 4)) * 4).astype(np.float32).astype(d.np) if d.is_float
+             else rng.integers(0, 100, (3, 4)).astype(d.np))
+        x = ag.Tensor([3, 4], dtype=dt, name=f"x_{dt}")
+        outs[dt] = ops.add(x, ag.constant(v, dtype=dt, name=f"c_{dt}"))
+        feeds[f"x_{dt}"] = v
+    with ag.compile_model(outs, target="cpu", workdir=str(tmp_path)) as m:
+        first = m.run(feeds)
+    ref = ag.reference.run(outs, feeds)
+    with ag.Model.load(str(tmp_path)) as m2:
+        again = m2.run(feeds)
+    for k in outs:  # bytes: fp8 arrays compare through their codes
+        np.testing.assert_array_equal(first[k].view(np.uint8), ref[k].view(np.uint8), err_msg=k)
+        np.testing.assert_array_equal(again[k].view(np.uint8), ref[k].view(np.uint8), err_msg=k)

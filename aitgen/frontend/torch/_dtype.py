@@ -26,4 +26,7 @@ def to_numpy(t: torch.Tensor) -> np.ndarray:
     t = t.detach().cpu()
     if t.dtype == torch.bfloat16:  # numpy has no bfloat16: carry the values in float32
         return t.float().numpy().copy()
+    dt = _DTYPES.get(t.dtype)
+    if dt is not None and dt.is_fp8:  # torch has no numpy float8: the bytes, as ml_dtypes' type
+        return t.contiguous().view(torch.uint8).numpy().copy().view(dt.np)
     return t.numpy().copy()
