@@ -13,6 +13,7 @@ contiguous one, a warp per row (shuffles merge candidates).
 """
 from __future__ import annotations
 
+from ....errors import UnsupportedOpError
 from ....ir.dims import Dim, prod
 from ....ir.dtype import DType
 from ....ir.op import Op, OpKind
@@ -52,7 +53,7 @@ def warp_lanes(n_max: int, vec: int) -> int:
 def _acc_type(op: str, ct: str) -> str:
     if op == "var":
         return "ait::Welford"
-    if op in ("max", "min") or ct == "float":
+    if op in ("max", "min") or ct in ("float", "double"):
         return ct
     return f"typename ait::Acc<{ct}>::type"
 
@@ -79,6 +80,8 @@ def reduce_call_cuda(ctx: LowerContext, op: str, x: Tensor, out: Tensor, axes: s
 def lower_reduce(op: Op, ctx: LowerContext) -> list[KernelCall]:
     x, out = op.inputs[0], op.outputs[0]
     assert x.dtype is not DType.bool
+    if op.kind is OpKind.REDUCE_VAR and x.dtype is DType.float64:  # ait::Welford accumulates in float32
+        raise UnsupportedOpError(f"{op.kind.value} '{op.name}': the CUDA variance computes in float32, not float64")
     return [reduce_call_cuda(ctx, REDUCE_OPS[op.kind], x, out, set(op.attrs.axes), op.name or op.kind.value,
                              op.attrs.correction)]
 

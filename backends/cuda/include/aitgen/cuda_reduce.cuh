@@ -14,6 +14,8 @@ namespace ait {
 // numpy's max/min propagate NaN: once a NaN is seen, it stays.
 AIT_HD float max_nan(float acc, float v) { return (v > acc || v != v) ? v : acc; }
 AIT_HD float min_nan(float acc, float v) { return (v < acc || v != v) ? v : acc; }
+AIT_HD double max_nan(double acc, double v) { return (v > acc || v != v) ? v : acc; }
+AIT_HD double min_nan(double acc, double v) { return (v < acc || v != v) ? v : acc; }
 template <typename I>
 AIT_HD I max_nan(I acc, I v) { return v > acc ? v : acc; }
 template <typename I>
