@@ -72,6 +72,10 @@ class ModelSignature:
     @classmethod
     def from_meta(cls, meta: dict, name: Optional[str] = None) -> "ModelSignature":
         def infos(section: dict) -> dict[str, TensorInfo]:
+            for n, t in section.items():
+                if DType(t["dtype"]) not in DATATYPES:  # float8: KServe v2 names no such datatype
+                    raise ServingError(f"tensor '{n}' is {t['dtype']}, which has no KServe v2 datatype; "
+                                       "cast it inside the model to serve it")
             return {n: TensorInfo(n, DType(t["dtype"]), tuple(t["min_shape"]), tuple(t["max_shape"]),
                                   tuple(str(d) for d in t.get("shape", t["max_shape"])))
                     for n, t in section.items()}

@@ -244,3 +244,16 @@ def test_constants_of_new_dtypes_survive_weights_file_and_load(tmp_path):
     for k in outs:  # bytes: fp8 arrays compare through their codes
         np.testing.assert_array_equal(first[k].view(np.uint8), ref[k].view(np.uint8), err_msg=k)
         np.testing.assert_array_equal(again[k].view(np.uint8), ref[k].view(np.uint8), err_msg=k)
+
+
+def test_serving_names_the_tensor_without_a_v2_datatype():
+    """KServe v2 has FP64/UINT* but no float8: a model with a float8 input is refused by name."""
+    from aitgen.serving.errors import ServingError
+    from aitgen.serving.protocol import ModelSignature
+    spec = {"dtype": "float64", "min_shape": [2], "max_shape": [2]}
+    meta = {"name": "m", "target": "cpu", "inputs": {"x": spec}, "outputs": {"y": dict(spec, dtype="uint16")}}
+    sig = ModelSignature.from_meta(meta)
+    assert sig.inputs["x"].datatype == "FP64" and sig.outputs["y"].datatype == "UINT16"
+    meta["inputs"]["x"] = dict(spec, dtype="float8_e4m3fn")
+    with pytest.raises(ServingError, match="'x'.*float8_e4m3fn"):
+        ModelSignature.from_meta(meta)
