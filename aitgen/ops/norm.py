@@ -19,8 +19,10 @@ import numpy as np
 
 from ..errors import DTypeError, ShapeError
 from ..ir.dims import shape_str
+from ..ir.dtype import DType
 from ..ir.op import OpKind
 from ..ir.tensor import Tensor, constant
+from . import float64
 from .fused import Expr
 from .prologue import MAX_EXTRA, with_prologue_infer, with_prologue_reference
 from .registry import Category, check, make_op1, register
@@ -219,6 +221,8 @@ def layernorm(x: Tensor, weight: Optional[Tensor] = None, bias: Optional[Tensor]
     (bias without weight is passed as weight=ones constant by the builder)."""
     ops = _operands(OpKind.LAYERNORM, x, weight, bias, _norm_shape(x, num_axes), name)
     attrs = LayerNormAttrs(num_axes, _eps(OpKind.LAYERNORM, eps, name))
+    if isinstance(x, Tensor) and x.dtype is DType.float64 and _norm_shape(x, num_axes):  # float32 kernels
+        return float64.layernorm(x, *(ops[1:] + [None, None])[:2], attrs.eps, num_axes, name)
     return make_op1(OpKind.LAYERNORM, ops, attrs, name)
 
 
@@ -239,4 +243,6 @@ def rmsnorm(x: Tensor, weight: Optional[Tensor] = None, eps: float = 1e-6, num_a
     Operands: x, then weight when given."""
     ops = [x] if weight is None else [x, weight]
     attrs = RMSNormAttrs(num_axes, _eps(OpKind.RMSNORM, eps, name))
+    if isinstance(x, Tensor) and x.dtype is DType.float64 and _norm_shape(x, num_axes):  # float32 kernels
+        return float64.rmsnorm(x, weight, attrs.eps, num_axes, name)
     return make_op1(OpKind.RMSNORM, ops, attrs, name)

@@ -7,8 +7,10 @@ from typing import Optional
 import numpy as np
 
 from ..errors import ShapeError
+from ..ir.dtype import DType
 from ..ir.op import OpKind
 from ..ir.tensor import Tensor
+from . import float64
 from .fused import Expr
 from .prologue import MAX_EXTRA, with_prologue_infer, with_prologue_reference
 from .registry import Category, check, make_op1, register
@@ -61,6 +63,8 @@ def softmax(x: Tensor, axis: int = -1, name=None) -> Tensor:
             raise ShapeError(f"softmax{_nm(name)}: axis {axis} is out of range for rank {nd} "
                              f"(operand {x.dtype.short}[{', '.join(map(str, x.shape))}])")
         axis = int(axis) % max(nd, 1)
+        if x.dtype is DType.float64 and nd > 0:  # the softmax kernels compute in float32
+            return float64.softmax(x, axis, name)
     return make_op1(OpKind.SOFTMAX, [x], SoftmaxAttrs(axis), name)
 
 

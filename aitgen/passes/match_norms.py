@@ -30,6 +30,7 @@ from typing import Optional
 import numpy as np
 
 from ..errors import AitgenError
+from ..ir.dtype import DType
 from ..ir.graph import Graph
 from ..ir.op import Op, OpKind
 from ..ir.tensor import Tensor
@@ -152,7 +153,7 @@ def _match(op: Op, outs: set[int]) -> Optional[tuple[Tensor, Tensor]]:
         centred = _trailing_mean(dp.inputs[1], outs, dp)
         if centred is not None and centred[0] is dp.inputs[0] and centred[1] == k:
             x, layer = dp.inputs[0], True
-    if not x.dtype.is_float:
+    if not x.dtype.is_float or x.dtype is DType.float64:  # float64 norms stay decomposed (ops/float64.py)
         return None
     out, weight, bias = n, None, None
     u = _next(out, outs)

@@ -106,10 +106,30 @@ def test_float64_computes_in_float64(tmp_path):
     np.testing.assert_allclose(got["tiny"], 1e-12, rtol=1e-3)
 
 
-def test_float64_float32_only_kernels_are_refused(tmp_path):
-    x = ag.Tensor([4, 6], dtype="float64", name="x")
-    with pytest.raises(UnsupportedOpError, match=r"softmax.*float64"):
-        ag.compile_model({"y": ops.softmax(x, -1)}, target="cpu", workdir=str(tmp_path))
+def test_float64_softmax_and_norms_compute_in_float64(tmp_path):
+    """Their kernels compute in float32: float64 builds them from element-wise ops and reductions
+    (ops/float64.py), which match_norms does not fuse back."""
+    x = ag.Tensor([3, 4, 6], dtype="float64", name="x")
+    rng = np.random.default_rng(7)
+    w = ag.constant(rng.standard_normal(6), dtype="float64")
+    b = ag.constant(rng.standard_normal(6), dtype="float64")
+    outs = {"sm": ops.softmax(x, -1), "sm1": ops.softmax(x, 1), "ln": ops.layernorm(x, w, b),
+            "ln2": ops.layernorm(x, num_axes=2), "rms": ops.rmsnorm(x, w), "ln_b": ops.layernorm(x, bias=b)}
+    feeds = {"x": rng.standard_normal((3, 4, 6)) * 3 + 100.0}  # a large mean: two-pass statistics
+    got = _check(outs, feeds, tmp_path, F64)
+    e = np.exp(feeds["x"] - feeds["x"].max(-1, keepdims=True))
+    np.testing.assert_allclose(got["sm"], e / e.sum(-1, keepdims=True), **F64)
+    xv = feeds["x"]
+    ln = (xv - xv.mean(-1, keepdims=True)) / np.sqrt(xv.var(-1, keepdims=True) + 1e-5) * w.value + b.value
+    np.testing.assert_allclose(got["ln"], ln, rtol=1e-11, atol=1e-12)
+    kinds = {op.kind.value for op in ag.ir.graph.topo_order(list(outs.values()))[0]}
+    assert not kinds & {"softmax", "layernorm", "rmsnorm"}, kinds
+
+
+def test_float64_attention_is_refused(tmp_path):
+    q = ag.Tensor([1, 2, 4, 8], dtype="float64", name="q")
+    with pytest.raises(UnsupportedOpError, match=r"attention.*float64"):
+        ag.compile_model({"y": ops.scaled_dot_product_attention(q, q, q)}, target="cpu", workdir=str(tmp_path))
 
 
 def test_dtype_names_and_numpy_types():
