@@ -277,3 +277,49 @@ def test_serving_names_the_tensor_without_a_v2_datatype():
     meta["inputs"]["x"] = dict(spec, dtype="float8_e4m3fn")
     with pytest.raises(ServingError, match="'x'.*float8_e4m3fn"):
         ModelSignature.from_meta(meta)
+
+
+_CAST_TYPES = ["float32", "float64", "float16", "int16", "int32", "uint8", "uint16", "uint32", "uint64",
+               "float8_e4m3fn", "float8_e5m2"]
+
+
+@pytest.mark.parametrize("src", _CAST_TYPES)
+def test_cast_matrix_matches_onnxruntime(src, tmp_path):
+    """Cast from `src` to every type of the list (one ONNX model, one CPU build), against
+    onnxruntime's Cast kernels. Values lie in every target's range; floats carry fractions (cast
+    to integers truncates) and values that round differently at each float width."""
+    pytest.importorskip("onnx", reason="onnx is not installed")
+    import ml_dtypes
+    from onnx import TensorProto, helper
+    np_of = {n: np.dtype(getattr(ml_dtypes, n)) if n.startswith("float8") else np.dtype(n) for n in _CAST_TYPES}
+    elem = {n: helper.np_dtype_to_tensor_dtype(d) for n, d in np_of.items()}
+    vals = np.array([0, 1, 2, 3, 7, 15, 100, 127, 200, 0.5, 1.75, 2.5, 3.3, 99.9, 0.1, 0.0625, 13.4, 255])
+    if src.startswith(("int", "uint")):
+        vals = np.trunc(vals)
+    x = vals.astype(np.float32).astype(np_of[src])
+    dsts = [d for d in _CAST_TYPES if d != src]
+    nodes = [helper.make_node("Cast", ["x"], [f"to_{d}"], to=elem[d]) for d in dsts]
+    outs = [helper.make_tensor_value_info(f"to_{d}", elem[d], [len(x)]) for d in dsts]
+    m = helper.make_model(helper.make_graph(nodes, "c", [helper.make_tensor_value_info("x", elem[src], [len(x)])], outs),
+                          opset_imports=[helper.make_opsetid("", 21)])
+    m.ir_version = 10
+    # per target: a Cast onnxruntime lacks skips that target only
+    have = {}
+    for d, node, out in zip(dsts, nodes, outs):
+        one = helper.make_model(helper.make_graph([node], "c", [helper.make_tensor_value_info("x", elem[src], [len(x)])],
+                                                  [out]), opset_imports=[helper.make_opsetid("", 21)])
+        one.ir_version = 10
+        theirs, _ = _ort_or_skip(one, {"x": x})
+        if theirs is not None:
+            have[d] = theirs[f"to_{d}"]
+    if not have:
+        pytest.skip(f"onnxruntime takes no {src} input from numpy (from float8: test_dtypes_fp8.py round trips)")
+    _, outputs = ag.load_onnx(m.SerializeToString())
+    got = ag.compile_model(outputs, target="cpu", workdir=str(tmp_path)).run({"x": x})
+    for d, want in have.items():
+        g = got[f"to_{d}"]
+        if d.startswith("float8"):  # onnxruntime may hand float8 back as raw codes
+            want = np.asarray(want).view(np.uint8)
+            g = g.view(np.uint8)
+        np.testing.assert_array_equal(g, want, err_msg=f"{src} -> {d}")
+    assert len(have) >= 5
