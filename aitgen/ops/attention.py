@@ -26,7 +26,9 @@ from ..errors import DTypeError, ShapeError
 from ..ir.dims import Dim, IntImm, prod, shape_str
 from ..ir.dtype import DType
 from ..ir.op import OpKind
+from ..ir.opdef import infer_types
 from ..ir.tensor import Tensor
+from . import float64
 from .elementwise import broadcast_shapes
 from .registry import Category, check, make_op1, register
 
@@ -180,7 +182,7 @@ def _reference_logical(args, attrs):
     sq, sk = q.shape[-2], k.shape[-2]
     scale = attrs.scale if attrs.scale is not None else 1.0 / math.sqrt(q.shape[-1])
     # Scaling q costs Sq*D multiplies, scaling the scores Sq*Sk; the results differ by float32 rounding.
-    s = np.matmul(q * np.float32(scale), np.swapaxes(k, -1, -2))
+    s = np.matmul(q * q.dtype.type(scale), np.swapaxes(k, -1, -2))  # float64 keeps the scale exact
     keep = None  # bool, broadcastable to s: where a key may be attended
     if attrs.causal:
         keep = np.arange(sk)[None, :] <= np.arange(sq)[:, None]
@@ -214,4 +216,9 @@ def scaled_dot_product_attention(q: Tensor, k: Tensor, v: Tensor, mask: Optional
         raise ValueError(f"attention{' ' + repr(name) if name else ''}: scale must be finite, got {scale}")
     ops = [q, k, v] + ([mask] if mask is not None else [])
     attrs = AttentionAttrs(bool(causal), None if scale is None else float(scale))
+    if all(isinstance(t, Tensor) for t in ops) and q.dtype is DType.float64:
+        infer_types(OpKind.ATTENTION, ops, attrs, name)  # the fused op's checks and messages
+        y = float64.attention(q, k, v, mask, attrs.causal, attrs.scale, name)  # its kernels compute in float32
+        if y is not None:
+            return y
     return make_op1(OpKind.ATTENTION, ops, attrs, name)

@@ -46,3 +46,43 @@ def rmsnorm(x: Tensor, weight: Optional[Tensor], eps: float, num_axes: int, name
     ms = rd.reduce_mean(ew.mul(x, x), axes, keepdims=True)
     y = ew.div(x, ew.sqrt(ew.add(ms, float(eps))), name=name if weight is None else None)
     return _affine(y, weight, None, name)
+
+
+def attention(q: Tensor, k: Tensor, v: Tensor, mask: Optional[Tensor], causal: bool, scale: Optional[float],
+              name: Optional[str]) -> Optional[Tensor]:
+    """The oracle's attention (ops/attention.py _reference_logical) op by op: scaled scores, the
+    masks, a softmax whose fully masked rows give 0, the product with v. None where a causal mask
+    would need dynamic sizes (the fused op is kept, and its float32 kernels refuse float64)."""
+    import numpy as np
+
+    from ..ir.tensor import constant
+    from . import elementwise as ew, reduce as rd
+    from .gemm import matmul
+    from .view import permute
+    sq, sk = q.shape[-2], k.shape[-2]
+    if causal and not (sq.is_static and sk.is_static):
+        return None
+    s_ = scale
+    if s_ is None:
+        d = q.shape[-1]
+        if not d.is_static:
+            return None
+        s_ = 1.0 / float(np.sqrt(d.value))
+    perm = list(range(k.ndim - 2)) + [k.ndim - 1, k.ndim - 2]
+    s = matmul(ew.mul(q, float(s_)), permute(k, perm))
+    keep = None
+    if causal:
+        keep = constant(np.tril(np.ones((sq.value, sk.value), bool)), dtype="bool")
+    if mask is not None:
+        if mask.dtype.value == "bool":
+            keep = mask if keep is None else ew.logical_and(keep, mask)
+        else:
+            s = ew.add(s, mask)
+    if keep is not None:
+        s = ew.where(keep, s, float("-inf"))
+    m = rd.reduce_max(s, -1, keepdims=True)
+    m = ew.where(ew.equal(m, float("-inf")), 0.0, m)  # fully masked rows: exp(-inf) = 0, not NaN
+    e = ew.exp(ew.sub(s, m))
+    den = rd.reduce_sum(e, -1, keepdims=True)
+    p = ew.div(e, ew.where(ew.equal(den, 0.0), 1.0, den))
+    return matmul(p, v, name=name)

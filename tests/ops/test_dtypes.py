@@ -126,10 +126,37 @@ def test_float64_softmax_and_norms_compute_in_float64(tmp_path):
     assert not kinds & {"softmax", "layernorm", "rmsnorm"}, kinds
 
 
-def test_float64_attention_is_refused(tmp_path):
-    q = ag.Tensor([1, 2, 4, 8], dtype="float64", name="q")
+def test_float64_attention_computes_in_float64(tmp_path):
+    """sdpa of float64 is built op by op (ops/float64.py): causal, bool and additive masks, a fully
+    masked row (0), broadcast batch dims; against the oracle's fused attention and the float32
+    kernels' refusal where the fused op is kept (a causal mask over dynamic sizes)."""
+    from aitgen.ops.attention import _reference_logical, AttentionAttrs
+    q = ag.Tensor([2, 2, 4, 8], dtype="float64", name="q")
+    k = ag.Tensor([1, 2, 5, 8], dtype="float64", name="k")
+    v = ag.Tensor([2, 2, 5, 3], dtype="float64", name="v")
+    am = ag.Tensor([4, 5], dtype="float64", name="am")
+    bm = ag.Tensor([4, 5], dtype="bool", name="bm")
+    outs = {"plain": ops.scaled_dot_product_attention(q, k, v), "causal": ops.scaled_dot_product_attention(q, k, v, causal=True),
+            "add": ops.scaled_dot_product_attention(q, k, v, am, scale=0.3),
+            "bool": ops.scaled_dot_product_attention(q, k, v, bm, causal=True)}
+    rng = np.random.default_rng(8)
+    bmv = rng.random((4, 5)) > 0.3
+    bmv[2] = False  # a row that sees no key: 0
+    feeds = {"q": rng.standard_normal((2, 2, 4, 8)), "k": rng.standard_normal((1, 2, 5, 8)),
+             "v": rng.standard_normal((2, 2, 5, 3)), "am": rng.standard_normal((4, 5)), "bm": bmv}
+    got = _check(outs, feeds, tmp_path, F64)
+    args = [feeds["q"], feeds["k"], feeds["v"]]
+    for key, extra, attrs in (("plain", [], AttentionAttrs(False, None)), ("causal", [], AttentionAttrs(True, None)),
+                              ("add", [feeds["am"]], AttentionAttrs(False, 0.3)),
+                              ("bool", [feeds["bm"]], AttentionAttrs(True, None))):
+        (want,) = _reference_logical(args + extra, attrs)
+        np.testing.assert_allclose(got[key], want, err_msg=key, **F64)
+    assert np.all(got["bool"][:, :, 2] == 0)
+    n = ag.IntVar("n", 1, 8)
+    qd = ag.Tensor([1, n, 8], dtype="float64", name="qd")
     with pytest.raises(UnsupportedOpError, match=r"attention.*float64"):
-        ag.compile_model({"y": ops.scaled_dot_product_attention(q, q, q)}, target="cpu", workdir=str(tmp_path))
+        ag.compile_model({"y": ops.scaled_dot_product_attention(qd, qd, qd, causal=True)}, target="cpu",
+                         workdir=str(tmp_path / "dyn"))
 
 
 def test_dtype_names_and_numpy_types():
