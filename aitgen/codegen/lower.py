@@ -115,8 +115,8 @@ def copy_call(ctx: LowerContext, dst: "Tensor | OutputRef", src: Tensor, op: str
 
 
 # Kernels (every backend's) that compute in float32 whatever they store: a float64 operand would
-# silently lose its precision there, so it is refused instead. (ops.softmax/layernorm/rmsnorm of
-# float64 never make these ops: ops/float64.py builds them from element-wise ops and reductions.)
+# silently lose its precision there, so it is refused instead. (ops.softmax/layernorm/rmsnorm and
+# most attention of float64 never make these ops: ops/float64.py builds them from primitives.)
 FLOAT32_ONLY = frozenset({OpKind.SOFTMAX, OpKind.LAYERNORM, OpKind.RMSNORM, OpKind.GROUPNORM, OpKind.BATCHNORM,
                           OpKind.ATTENTION})
 
