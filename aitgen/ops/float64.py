@@ -86,3 +86,11 @@ def attention(q: Tensor, k: Tensor, v: Tensor, mask: Optional[Tensor], causal: b
     den = rd.reduce_sum(e, -1, keepdims=True)
     p = ew.div(e, ew.where(ew.equal(den, 0.0), 1.0, den))
     return matmul(p, v, name=name)
+
+
+def batchnorm(x: Tensor, scale: Tensor, bias: Tensor, mean: Tensor, var: Tensor, eps: float,
+              name: Optional[str]) -> Tensor:
+    """(x - mean) * (scale / sqrt(var + eps)) + bias over the last dim, in the oracle's order."""
+    from . import elementwise as ew
+    inv = ew.div(scale, ew.sqrt(ew.add(var, float(eps))))
+    return ew.add(ew.mul(ew.sub(x, mean), inv), bias, name=name)

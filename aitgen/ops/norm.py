@@ -21,6 +21,7 @@ from ..errors import DTypeError, ShapeError
 from ..ir.dims import shape_str
 from ..ir.dtype import DType
 from ..ir.op import OpKind
+from ..ir.opdef import infer_types
 from ..ir.tensor import Tensor, constant
 from . import float64
 from .fused import Expr
@@ -212,7 +213,11 @@ def batchnorm(x: Tensor, scale: Tensor, bias: Tensor, mean: Tensor, var: Tensor,
               name=None) -> Tensor:
     """(x - mean) / sqrt(var + eps) * scale + bias over the last (channel) dim; all params [C]."""
     attrs = BatchNormAttrs(_eps(OpKind.BATCHNORM, eps, name))
-    return make_op1(OpKind.BATCHNORM, [x, scale, bias, mean, var], attrs, name)
+    ops = [x, scale, bias, mean, var]
+    if all(isinstance(t, Tensor) for t in ops) and x.dtype is DType.float64:  # float32 kernels
+        infer_types(OpKind.BATCHNORM, ops, attrs, name)  # the op's checks and messages
+        return float64.batchnorm(*ops, attrs.eps, name)
+    return make_op1(OpKind.BATCHNORM, ops, attrs, name)
 
 
 def layernorm(x: Tensor, weight: Optional[Tensor] = None, bias: Optional[Tensor] = None,
