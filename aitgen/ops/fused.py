@@ -18,7 +18,7 @@ import numpy as np
 
 from ..errors import DTypeError, ShapeError
 from ..ir.dims import Dim
-from ..ir.dtype import DType
+from ..ir.dtype import DType, compute_dtype
 from ..ir.op import OpKind
 from ..ir.tensor import Tensor
 from .elementwise import broadcast_shapes
@@ -50,14 +50,15 @@ class Expr:
         return [n.kind for n in self.nodes]
 
     def evaluate(self, args: Sequence[np.ndarray]) -> list[np.ndarray]:
-        """numpy: every node through its op's reference; float slots stay float32."""
+        """numpy: every node through its op's reference; float slots stay float32 (float64 ones
+        float64), as the oracle computes each op."""
         slots: list[np.ndarray] = [np.asarray(a) for a in args]
         for n in self.nodes:
             operands = [slots[i] for i in n.args]
             shape = np.broadcast_shapes(*[o.shape for o in operands])
             (v,) = get_opdef(n.kind).reference(operands, n.attrs, RefContext((shape,), {}))
             v = np.asarray(v)
-            slots.append(v.astype(np.float32) if n.dtype.is_float else v.astype(n.dtype.np, copy=False))
+            slots.append(v.astype(compute_dtype(n.dtype), copy=False))
         return [slots[i] for i in self.outputs]
 
     def __str__(self) -> str:
@@ -167,7 +168,8 @@ def with_epilogue_reference(ref: Callable) -> Callable:
         if ep is None:
             return ref(own, attrs, ctx)
         (acc,) = ref(own, attrs, ctx)
-        (out,) = ep.expr.evaluate([np.asarray(acc, np.float32)] + list(extra))
+        acc = np.asarray(acc)
+        (out,) = ep.expr.evaluate([acc if acc.dtype == np.float64 else acc.astype(np.float32)] + list(extra))
         return [np.broadcast_to(out, ctx.out_shapes[0]).copy()]
     return wrapped
 

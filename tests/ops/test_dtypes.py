@@ -351,3 +351,28 @@ def test_cast_matrix_matches_onnxruntime(src, tmp_path):
             g = g.view(np.uint8)
         np.testing.assert_array_equal(g, want, err_msg=f"{src} -> {d}")
     assert len(have) >= 5
+
+
+def test_float64_survives_the_pass_pipeline():
+    """The oracle of the fused graph (element-wise groups, GEMM epilogues) stays in float64: fused
+    expressions and epilogues evaluate float64 slots in float64, not float32."""
+    from aitgen.compiler import compile_options
+    from aitgen.ir import Graph
+    from aitgen.ir.op import OpKind
+    from aitgen.passes import run_pipeline
+    x = ag.Tensor([4, 6], dtype="float64", name="x")
+    w = ag.constant(np.random.default_rng(9).standard_normal((6, 5)), dtype="float64")
+    r = ag.Tensor([4, 5], dtype="float64", name="r")
+    y = ops.tanh(ops.add(ops.mul(ops.gelu(ops.add(ops.matmul(x, w), r)), 1.0 + 1e-12), 1e-13))
+    z = ops.exp(ops.sub(ops.mul(x, 3.0), 1e-12))
+    g = Graph.from_outputs({"y": y, "z": z}, inputs=[x, r])
+    rng = np.random.default_rng(10)
+    feeds = {"x": rng.standard_normal((4, 6)), "r": rng.standard_normal((4, 5))}
+    before = ag.reference.run(g, feeds)
+    after_graph = run_pipeline(g.copy(), compile_options("cpu"))
+    kinds = {op.kind for op in after_graph.ops}
+    assert OpKind.FUSED_ELEMENTWISE in kinds or any(getattr(op.attrs, "epilogue", None) for op in after_graph.ops)
+    after = ag.reference.run(after_graph, feeds)
+    for k in before:
+        assert after[k].dtype == np.float64
+        np.testing.assert_allclose(after[k], before[k], rtol=1e-13, atol=1e-15, err_msg=k)
