@@ -106,7 +106,7 @@ def _ref_avg(args, attrs: Pool2dAttrs, ctx):
     (x,) = args
     _, h, w, _ = x.shape
     _, ho, wo, _ = ctx.out_shapes[0]
-    acc = np.zeros(ctx.out_shapes[0], dtype=np.float32)
+    acc = np.zeros(ctx.out_shapes[0], dtype=np.float64 if x.dtype == np.float64 else np.float32)
     for tap in _taps(x, attrs, ho, wo, 0):
         acc += tap
     (kh, kw), (sh, sw), (pt, pb, pl, pr), (dh, dw) = attrs.kernel, attrs.stride, attrs.padding, attrs.dilation
@@ -128,7 +128,8 @@ def _infer_global(inputs, attrs: GlobalPoolAttrs):
 
 
 def _ref_global(args, attrs: GlobalPoolAttrs, ctx):
-    return [args[0].mean(axis=(1, 2), keepdims=attrs.keepdims, dtype=np.float32)]
+    dt = np.float64 if args[0].dtype == np.float64 else np.float32  # float64 averages in float64
+    return [args[0].mean(axis=(1, 2), keepdims=attrs.keepdims, dtype=dt)]
 
 
 register(OpKind.GLOBAL_AVG_POOL, Category.POOL, GlobalPoolAttrs, _infer_global, _ref_global,

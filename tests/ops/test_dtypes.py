@@ -98,12 +98,18 @@ def test_float64_computes_in_float64(tmp_path):
             "var0": ops.reduce_var(x, 0), "max": ops.reduce_max(x, 1), "prod": ops.reduce_prod(x, 0),
             "cumsum": ops.cumsum(x, 1), "mm": ops.matmul(x, w), "gemm_ep": ops.gelu(ops.gemm(x, w, bias)),
             "bmm": ops.matmul(ops.reshape(x, [4, 1, 6]), bb), "to_f32": ops.cast(x, "float32"),
-            "from_f32": ops.cast(ops.cast(x, "float32"), "float64"), "to_i64": ops.cast(ops.mul(x, 100.0), "int64")}
+            "from_f32": ops.cast(ops.cast(x, "float32"), "float64"), "to_i64": ops.cast(ops.mul(x, 100.0), "int64"),
+            "avgpool": ops.avg_pool2d(ops.reshape(x, [1, 4, 6, 1]), 3, 1, 1),
+            "gap": ops.global_avg_pool(ops.reshape(x, [1, 4, 3, 2])),
+            "maxpool": ops.max_pool2d(ops.reshape(x, [1, 4, 6, 1]), 2, 2)}
     rng = np.random.default_rng(2)
     feeds = {"x": rng.standard_normal((4, 6)), "y": rng.uniform(0.5, 2.0, (4, 6)), "w": rng.standard_normal((6, 5)),
              "bb": rng.standard_normal((4, 6, 3))}
     got = _check(outs, feeds, tmp_path, F64)
     np.testing.assert_allclose(got["tiny"], 1e-12, rtol=1e-3)
+    xv = feeds["x"]
+    np.testing.assert_allclose(got["avgpool"][0, 1, 1, 0], xv[0:3, 0:3].mean(), rtol=1e-14)  # float64 precision
+    np.testing.assert_allclose(got["gap"].reshape(-1), xv.reshape(12, 2).mean(0), rtol=1e-14)
 
 
 def test_float64_softmax_and_norms_compute_in_float64(tmp_path):

@@ -250,6 +250,16 @@ inline void pool_avg<float>(float* y, const float* x, const int64_t* off, int nt
   }
 }
 
+// float64 averages in double (the generic version above sums in float32).
+template <>
+inline void pool_avg<double>(double* y, const double* x, const int64_t* off, int ntaps, int64_t n, float div) {
+  for (int64_t j = 0; j < n; ++j) {
+    double acc = 0.0;
+    for (int t = 0; t < ntaps; ++t) acc += x[off[t] + j];
+    y[j] = acc / static_cast<double>(div);  // div: a product of two small counts, exact in float
+  }
+}
+
 // Max of a row, NaN not propagated: softmax needs no NaN-exact max, since a NaN in the row turns
 // its sum, and so every output, into NaN anyway.
 template <typename T>
