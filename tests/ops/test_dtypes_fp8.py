@@ -92,7 +92,8 @@ def test_fp8_is_storage_for_memory_ops_and_elementwise(tmp_path):
     """Reshape/concat/slice move the bytes; an add computes in float32 and rounds (as bfloat16)."""
     x = ag.Tensor([4, 6], dtype="float8_e4m3fn", name="x")
     outs = {"cat": ops.concat([x, x[:, 1:3]], 1), "perm": ops.permute(x, [1, 0]), "add": ops.add(x, x),
-            "sum": ops.reduce_sum(x, 1)}
+            "sum": ops.reduce_sum(x, 1), "pad": ops.pad(x, [1, 0, 0, 2], value=1.3),  # 1.3 rounds to 1.25
+            "max": ops.reduce_max(x, 0), "gather": ops.gather(x, ag.constant(np.array([3, 0], np.int64)), 0)}
     rng = np.random.default_rng(1)
     feeds = {"x": (rng.standard_normal((4, 6)) * 8).astype(ml_dtypes.float8_e4m3fn)}
     got = ag.compile_model(outs, target="cpu", workdir=str(tmp_path)).run(feeds)

@@ -138,9 +138,9 @@ def split_calls(op: Op, ctx: LowerContext, make: Make) -> list[KernelCall]:
 
 def _fill_bits(value: float, dtype: DType) -> int:
     """The pad value's bytes in the tensor's dtype, converted as the oracle does: numpy's cast, and
-    float16/bfloat16 through float32 (the oracle pads those in float32, then rounds)."""
+    float16/bfloat16/float8 through float32 (the oracle pads those in float32, then rounds)."""
     v = np.array(value, np.float64)
-    if dtype in (DType.float16, DType.bfloat16):
+    if dtype.is_low_float:
         v = v.astype(np.float32)
     return int.from_bytes(v.astype(dtype.np).tobytes(), "little")
 
