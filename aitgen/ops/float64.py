@@ -55,10 +55,15 @@ def attention(q: Tensor, k: Tensor, v: Tensor, mask: Optional[Tensor], causal: b
     would need dynamic sizes (the fused op is kept, and its float32 kernels refuse float64)."""
     import numpy as np
 
+    from ..ir.op import OpKind
+    from ..ir.opdef import get_opdef
     from ..ir.tensor import constant
     from . import elementwise as ew, reduce as rd
-    from .gemm import matmul
-    from .view import permute
+    from .registry import make_op1
+
+    def bmm(a: Tensor, b: Tensor, trans_b: bool, name: Optional[str] = None) -> Tensor:
+        # through the op table, not ops.gemm: gemm -> fused -> attention imports this module
+        return make_op1(OpKind.BMM, [a, b], get_opdef(OpKind.BMM).attrs_type(False, trans_b), name)
     sq, sk = q.shape[-2], k.shape[-2]
     if causal and not (sq.is_static and sk.is_static):
         return None
@@ -68,8 +73,7 @@ def attention(q: Tensor, k: Tensor, v: Tensor, mask: Optional[Tensor], causal: b
         if not d.is_static:
             return None
         s_ = 1.0 / float(np.sqrt(d.value))
-    perm = list(range(k.ndim - 2)) + [k.ndim - 1, k.ndim - 2]
-    s = matmul(ew.mul(q, float(s_)), permute(k, perm))
+    s = bmm(ew.mul(q, float(s_)), k, True)
     keep = None
     if causal:
         keep = constant(np.tril(np.ones((sq.value, sk.value), bool)), dtype="bool")
@@ -85,7 +89,7 @@ def attention(q: Tensor, k: Tensor, v: Tensor, mask: Optional[Tensor], causal: b
     e = ew.exp(ew.sub(s, m))
     den = rd.reduce_sum(e, -1, keepdims=True)
     p = ew.div(e, ew.where(ew.equal(den, 0.0), 1.0, den))
-    return matmul(p, v, name=name)
+    return bmm(p, v, False, name)
 
 
 def batchnorm(x: Tensor, scale: Tensor, bias: Tensor, mean: Tensor, var: Tensor, eps: float,
