@@ -41,13 +41,16 @@ def float_input(ctx: NodeContext, i: int, what: str) -> Tensor:
     x = ctx.input(i, what)
     if not x.dtype.is_float:
         raise ctx.unsupported(f"input {i} ({what}) has dtype {x.dtype}; aitgen's {ctx.op_type} takes "
-                              "float32, float16 or bfloat16")
+                              "a float dtype")
     return x
 
 
 def like(arr: np.ndarray, x: Tensor) -> Tensor:
-    """A constant with x's dtype (parameters of an op must match its operand)."""
-    return constant(np.asarray(arr, dtype=np.float32) if x.dtype.is_float else np.asarray(arr), dtype=x.dtype)
+    """A constant with x's dtype (parameters of an op must match its operand), rounded as the
+    oracle computes: through float32 for float32 and narrower types, float64 kept."""
+    if x.dtype.is_float:
+        arr = np.asarray(arr, dtype=np.float64 if x.dtype is DType.float64 else np.float32)
+    return constant(np.asarray(arr), dtype=x.dtype)
 
 
 def as_input(ctx: NodeContext, i: int, x: Tensor, what: str) -> Optional[Tensor]:
