@@ -449,3 +449,22 @@ def test_reductions_and_memory_ops_match_onnxruntime(dt, tmp_path):
         else:
             np.testing.assert_array_equal(got[out.name], want, err_msg=node.op_type)
     assert len(have) >= 5, [nd.op_type for nd, _, _ in have]  # onnxruntime lacks many int16/uint8 kernels
+
+
+def test_bad_input_of_new_dtypes_is_a_typed_error_naming_it(tmp_path):
+    from aitgen.errors import DTypeError, RuntimeInputError
+    f = ag.Tensor([4], dtype="float64", name="f")
+    u = ag.Tensor([4], dtype="uint8", name="u")
+    with pytest.raises(DTypeError, match="shift_left.*integer"):
+        ops.shift_left(f, f)
+    with pytest.raises(DTypeError, match="-1 does not fit a uint8"):
+        ops.add(u, -1)
+    with pytest.raises(DTypeError, match="float64 vs uint8|differ"):
+        ops.add(f, u)
+    m = ag.compile_model({"y": ops.add(f, 1.0), "z": ops.add(u, 1)}, target="cpu", workdir=str(tmp_path))
+    with pytest.raises(RuntimeInputError, match="'f'.*float32.*float64"):
+        m.run({"f": np.zeros(4, np.float32), "u": np.zeros(4, np.uint8)})
+    with pytest.raises(RuntimeInputError, match="'u'.*int8.*uint8"):
+        m.run({"f": np.zeros(4), "u": np.zeros(4, np.int8)})
+    out = m.run({"f": np.zeros(4), "u": np.full(4, 255, np.uint8)})  # the model stays usable; 255 + 1 wraps
+    np.testing.assert_array_equal(out["z"], np.zeros(4, np.uint8))
