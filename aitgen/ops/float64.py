@@ -1,10 +1,11 @@
-"""float64 softmax and norms as element-wise ops and reductions.
+"""float64 softmax, norms and attention as element-wise ops, reductions and matmuls.
 
-The softmax and norm kernels of every backend compute in float32; float64 must compute in float64
-(issue 15), and the element-wise and reduction kernels do. So `ops.softmax` / `ops.layernorm` /
-`ops.rmsnorm` of a float64 operand build these graphs instead of their fused ops, with the same
-math as the oracle's references (max-subtracted exp; two-pass mean and variance). match_norms
-leaves float64 alone so that it does not fuse them back.
+The softmax, norm and attention kernels of every backend compute in float32; float64 must compute
+in float64 (issue 15), and the element-wise, reduction and (CPU loop) matmul kernels do. So
+`ops.softmax` / `layernorm` / `rmsnorm` / `batchnorm` / `groupnorm` /
+`scaled_dot_product_attention` of a float64 operand build these graphs instead of their fused ops,
+with the same math as the oracle's references (max-subtracted exp; two-pass mean and variance).
+match_norms leaves float64 alone so that it does not fuse them back.
 """
 from __future__ import annotations
 
@@ -98,3 +99,18 @@ def batchnorm(x: Tensor, scale: Tensor, bias: Tensor, mean: Tensor, var: Tensor,
     from . import elementwise as ew
     inv = ew.div(scale, ew.sqrt(ew.add(var, float(eps))))
     return ew.add(ew.mul(ew.sub(x, mean), inv), bias, name=name)
+
+
+def groupnorm(x: Tensor, groups: int, weight: Optional[Tensor], bias: Optional[Tensor], eps: float,
+              name: Optional[str]) -> Tensor:
+    """x [N, spatial..., C] seen as [N, S, G, C/G]: statistics over axes 1 and 3, as the oracle."""
+    from ..ir.dims import prod
+    from . import elementwise as ew, reduce as rd
+    from .view import reshape
+    n, c = x.shape[0], x.shape[-1]
+    xg = reshape(x, [n, prod(x.shape[1:-1]), groups, c // groups])
+    d = ew.sub(xg, rd.reduce_mean(xg, [1, 3], keepdims=True))
+    var = rd.reduce_mean(ew.mul(d, d), [1, 3], keepdims=True)
+    y = reshape(ew.div(d, ew.sqrt(ew.add(var, float(eps)))), list(x.shape),
+                name=name if weight is None and bias is None else None)
+    return _affine(y, weight, bias, name)

@@ -238,6 +238,9 @@ def groupnorm(x: Tensor, groups: int, weight: Optional[Tensor] = None, bias: Opt
     Operands: x, then weight and bias when given (a bias alone gets a ones weight constant)."""
     ops = _operands(OpKind.GROUPNORM, x, weight, bias, _norm_shape(x, 1), name)
     attrs = GroupNormAttrs(groups, _eps(OpKind.GROUPNORM, eps, name))
+    if isinstance(x, Tensor) and x.dtype is DType.float64:  # the norm kernels compute in float32
+        infer_types(OpKind.GROUPNORM, ops, attrs, name)  # the op's checks (groups divide C, rank)
+        return float64.groupnorm(x, groups, *(ops[1:] + [None, None])[:2], attrs.eps, name)
     return make_op1(OpKind.GROUPNORM, ops, attrs, name)
 
 

@@ -121,7 +121,7 @@ def test_float64_softmax_and_norms_compute_in_float64(tmp_path):
     b = ag.constant(rng.standard_normal(6), dtype="float64")
     outs = {"sm": ops.softmax(x, -1), "sm1": ops.softmax(x, 1), "ln": ops.layernorm(x, w, b),
             "ln2": ops.layernorm(x, num_axes=2), "rms": ops.rmsnorm(x, w), "ln_b": ops.layernorm(x, bias=b),
-            "bn": ops.batchnorm(x, w, b, b, ops.abs(w), eps=1e-3)}
+            "bn": ops.batchnorm(x, w, b, b, ops.abs(w), eps=1e-3), "gn": ops.groupnorm(x, 3, w, b)}
     feeds = {"x": rng.standard_normal((3, 4, 6)) * 3 + 100.0}  # a large mean: two-pass statistics
     got = _check(outs, feeds, tmp_path, F64)
     e = np.exp(feeds["x"] - feeds["x"].max(-1, keepdims=True))
@@ -130,7 +130,7 @@ def test_float64_softmax_and_norms_compute_in_float64(tmp_path):
     ln = (xv - xv.mean(-1, keepdims=True)) / np.sqrt(xv.var(-1, keepdims=True) + 1e-5) * w.value + b.value
     np.testing.assert_allclose(got["ln"], ln, rtol=1e-11, atol=1e-12)
     kinds = {op.kind.value for op in ag.ir.graph.topo_order(list(outs.values()))[0]}
-    assert not kinds & {"softmax", "layernorm", "rmsnorm", "batchnorm"}, kinds
+    assert not kinds & {"softmax", "layernorm", "rmsnorm", "batchnorm", "groupnorm"}, kinds
 
 
 def test_float64_attention_computes_in_float64(tmp_path):
