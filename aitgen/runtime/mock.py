@@ -53,10 +53,13 @@ class MockRun:
     failures: list[str]
     operands: int = 0    # node operands checked for alignment
     unpacked: int = 0    # of those, pointers that missed the alignment their kernel prefers
+    stale_words: int = 0  # argument words into memory freed before this model loaded (unwritten fields)
 
     def summary(self) -> str:
         if not self.failures:
-            return f"mock run: {len(self.launches)} launches, all checks passed"
+            stale = (f" ({self.stale_words} argument words held an earlier model's freed pointers: unwritten "
+                     "fields)") if self.stale_words else ""
+            return f"mock run: {len(self.launches)} launches, all checks passed{stale}"
         return f"mock run: {len(self.launches)} launches, {len(self.failures)} failed checks; first: {self.failures[0]}"
 
 
@@ -148,6 +151,7 @@ class MockDevice:
                 sizes = (ctypes.c_longlong * max(len(k.params), 1))(*[s for _, s in k.params])
                 self.lib.aitmock_add_kernel(k.name.encode(), len(k.params), sizes, k.max_threads, k.static_smem)
             self.libraries.add(str(library))
+        self.lib.aitmock_model_loading()
         return ctypes.CDLL(str(library), mode=ctypes.RTLD_LOCAL | os.RTLD_DEEPBIND)
 
     def begin(self, nodes: list) -> None:
@@ -181,7 +185,8 @@ class MockDevice:
                                    tuple(int(p, 16) for p in ptrs.split(",") if p), failure))
         failures = [self.lib.aitmock_failure(i).decode(errors="replace")
                     for i in range(self.lib.aitmock_failure_count())]
-        return MockRun(launches, failures, int(self.lib.aitmock_operands(0)), int(self.lib.aitmock_operands(1)))
+        return MockRun(launches, failures, int(self.lib.aitmock_operands(0)), int(self.lib.aitmock_operands(1)),
+                       int(self.lib.aitmock_operands(2)))
 
 
 def raise_failures(run: MockRun, ops: list[str], cause: Optional[BaseException] = None) -> None:

@@ -122,6 +122,8 @@ struct Device {
   std::vector<Access> history;                      // accesses not yet ordered before the host
   int64_t api_calls = 0, fail_at = -1;
   int64_t operands_checked = 0, operands_unpacked = 0;
+  int64_t load_serial = 0;   // allocation_serial when the latest model was loaded (aitmock_model_loading)
+  int64_t stale_words = 0;   // argument words into memory freed before that (unwritten fields)
   std::string scratch;                              // the last string handed to Python
 
   Device();

@@ -283,13 +283,19 @@ AITMOCK_API void aitmock_node(int index, int nptrs, void* const* p, const int64_
     if (o.extent > 0) d.node_access.push_back({a, a + (uintptr_t)o.extent, o.write, 0, 0, -1, who});
   }
 }
+// Before a model's library creates its runtimes: allocations made from now on are that model's.
+AITMOCK_API void aitmock_model_loading(void) {
+  Device& d = dev();
+  Lock lock(d.mu);
+  d.load_serial = d.allocation_serial;
+}
 AITMOCK_API void aitmock_begin(void) {
   Device& d = dev();
   Lock lock(d.mu);
   d.log.clear();
   d.failures.clear();
   d.api_calls = 0;
-  d.operands_checked = d.operands_unpacked = 0;
+  d.operands_checked = d.operands_unpacked = d.stale_words = 0;
   d.current_node = -1;
   d.node_access.clear();
 }
@@ -303,7 +309,7 @@ AITMOCK_API void aitmock_fail_at(long long n) {
 // missed the alignment their kernel prefers (and so took its element-at-a-time path).
 AITMOCK_API long long aitmock_operands(int which) {
   Device& d = dev();
-  return which == 0 ? d.operands_checked : d.operands_unpacked;
+  return which == 0 ? d.operands_checked : which == 1 ? d.operands_unpacked : d.stale_words;
 }
 AITMOCK_API long long aitmock_api_calls(void) { return dev().api_calls; }
 AITMOCK_API long long aitmock_launch_count(void) { return (long long)dev().log.size(); }
