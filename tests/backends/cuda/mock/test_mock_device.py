@@ -1,6 +1,7 @@
 """The mock device (aitgen/runtime/mock.py, backends/cuda/mock/): a CUDA build's host side runs
 here with no GPU; every launch is recorded and checked. Planted faults must be caught, and every
-CUDA call a run makes must have its status checked (fault injection)."""
+CUDA call a run makes must have its status checked (fault injection). The tests that build need nvcc
+and CUTLASS (the cuda extra): they are in the cuda_compile tier, CI's step with that extra."""
 from __future__ import annotations
 
 import ctypes
@@ -44,6 +45,7 @@ def feeds(b: int = 4) -> dict:
     return {"x": np.ones((b, 64), np.float32)}
 
 
+@pytest.mark.cuda_compile
 def test_mock_run_checks_every_launch(mlp_sm80):
     meta = json.loads((mlp_sm80 / "model.json").read_text())
     with Model.load(mlp_sm80, mock_device=True) as m:
@@ -59,6 +61,7 @@ def test_mock_run_checks_every_launch(mlp_sm80):
     assert run.operands == sum(len(r) for r in meta["mock"]["nodes"])
 
 
+@pytest.mark.cuda_compile
 def test_mock_run_with_cuda_graphs_replays_the_capture(mlp_sm80):
     with Model.load(mlp_sm80, mock_device=True, cuda_graph=True) as m:
         graphs = []
@@ -69,12 +72,14 @@ def test_mock_run_with_cuda_graphs_replays_the_capture(mlp_sm80):
     assert graphs == [[False] * 3, [True] * 3, [True] * 3, [False] * 3]
 
 
+@pytest.mark.cuda_compile
 def test_launch_log_needs_the_mock(mlp_sm80):
     with Model.load(mlp_sm80, mock_device=True) as m:
         with pytest.raises(AitgenError, match="no run on the mock device yet"):
             m.launch_log()
 
 
+@pytest.mark.cuda_compile
 def test_every_cuda_call_of_a_run_has_its_status_checked(mlp_sm80):
     """Fault injection: failing each CUDA call of a run in turn must fail that run with an error
     (never pass silently or crash), and the next run must pass."""
@@ -100,6 +105,7 @@ def test_every_cuda_call_of_a_run_has_its_status_checked(mlp_sm80):
     assert unchecked == [], f"CUDA calls #{unchecked} of a run failed without failing the run"
 
 
+@pytest.mark.cuda_compile
 def test_planted_misaligned_constants_are_caught(cuda_toolchain, tmp_path_factory):
     work = build(tmp_path_factory, "skew", "sm_80", ["-DAIT_PLANT_CONSTANT_SKEW=2"])
     with Model.load(work, mock_device=True) as m:
@@ -108,6 +114,7 @@ def test_planted_misaligned_constants_are_caught(cuda_toolchain, tmp_path_factor
         assert "'" in str(e.value)   # names the node and op at fault
 
 
+@pytest.mark.cuda_compile
 def test_planted_short_arena_is_caught(cuda_toolchain, tmp_path):
     x = ag.Tensor([64, 64], dtype="float32", name="x")
     y = ag.ops.relu(ag.ops.tanh(x) * x) - x   # arena intermediates, own kernels only: a quick build
@@ -139,6 +146,7 @@ def planted(mlp_sm80, tmp_path_factory):
     return run
 
 
+@pytest.mark.cuda_compile
 def test_planted_race_between_streams_is_caught(planted):
     ordered = planted(0)
     assert not ordered.failures and len(ordered.launches) == 2
@@ -148,16 +156,19 @@ def test_planted_race_between_streams_is_caught(planted):
     assert "k_read" in race.failures[0] and "no event or synchronisation ordering them" in race.failures[0]
 
 
+@pytest.mark.cuda_compile
 def test_planted_out_of_range_pointer_is_caught(planted):
     run = planted(2)
     assert len(run.failures) == 1 and "lies in no allocation" in run.failures[0] and "k_write" in run.failures[0]
 
 
+@pytest.mark.cuda_compile
 def test_allocation_during_capture_is_caught(planted):
     run = planted(3)
     assert any("cudaMalloc while stream" in f and "captured" in f for f in run.failures), run.failures
 
 
+@pytest.mark.cuda_compile
 def test_cli_run_mock_device(mlp_sm80, capsys):
     from aitgen.cli import main
     assert main(["run", str(mlp_sm80), "--mock-device", "--cuda-graph"]) == 0
@@ -172,6 +183,7 @@ def test_cpu_builds_have_no_mock_variant(tmp_path):
         Model.load(work, mock_device=True)
 
 
+@pytest.mark.cuda_compile
 def test_tampered_mock_library_is_refused(mlp_sm80, tmp_path):
     import shutil
     work = tmp_path / "w"
@@ -190,6 +202,7 @@ def test_tampered_mock_library_is_refused(mlp_sm80, tmp_path):
     assert os.path.exists(lib)
 
 
+@pytest.mark.cuda_compile
 def test_run_orders_itself_after_the_callers_stream(mlp_sm80):
     """Work the caller queued on its stream (torch's current one: it may still use the memory handed
     out for the outputs) must come before the run's kernels: without the event the mock sees a race."""
@@ -213,6 +226,7 @@ def test_run_orders_itself_after_the_callers_stream(mlp_sm80):
             m.run(feeds(), stream="s")
 
 
+@pytest.mark.cuda_compile
 def test_cuda_graphs_are_on_by_default_for_static_shapes(cuda_toolchain, mlp_sm80, tmp_path):
     x = ag.Tensor([8, 16], dtype="float16", name="x")
     work = ag.compile_model(ag.ops.sigmoid(x) * 2.0, target="cuda", arch="sm_80", workdir=tmp_path / "s", load=False)

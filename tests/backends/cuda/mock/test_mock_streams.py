@@ -45,6 +45,7 @@ def run_on_mock(work, graph: bool):
         return m.mock_run()
 
 
+@pytest.mark.cuda_compile
 @pytest.mark.parametrize("seed, fusion", [(0, True), (1, True), (2, True), (1, False)])
 def test_random_towers_on_three_streams_are_ordered(cuda_toolchain, tmp_path, seed, fusion):
     work = ag.compile_model(towers(seed), target="cuda", arch="sm_80", workdir=tmp_path / "m", load=False,
@@ -62,6 +63,7 @@ def test_random_towers_on_three_streams_are_ordered(cuda_toolchain, tmp_path, se
             assert len({ln.stream for ln in run.launches}) >= 2   # kernels really on several streams
 
 
+@pytest.mark.cuda_compile
 def test_a_missing_wait_is_a_race(cuda_toolchain, tmp_path, monkeypatch):
     monkeypatch.setattr(streams_mod, "PLANT_DROP_WAIT", True)
     work = ag.compile_model(towers(0), target="cuda", arch="sm_80", workdir=tmp_path / "m", load=False, streams=3)
