@@ -17,22 +17,9 @@
 
 using namespace aitmock;
 
-#define AITMOCK_API extern "C" __attribute__((visibility("default")))
-
 namespace {
 
 using Lock = std::lock_guard<std::mutex>;
-
-cudaError_t ret(cudaError_t e) {
-  if (e != cudaSuccess) t_last_error = e;
-  return e;
-}
-
-// Counted entry: the injected failure of aitmock_fail_at, else success.
-#define ENTER(d)                                   \
-  Device& d = dev();                               \
-  Lock lock_(d.mu);                                \
-  if (inject(d)) return ret(cudaErrorUnknown)
 
 bool capturing(Device& d, const char* what) {
   for (size_t i = 1; i < d.streams.size(); ++i) {
@@ -64,16 +51,7 @@ cudaError_t copy_op(Device& d, void* dst, const void* src, size_t n, Stream* s, 
   const uintptr_t sd = reinterpret_cast<uintptr_t>(src), dd = reinterpret_cast<uintptr_t>(dst);
   if (n && d.is_device_address(sd)) acc.push_back({sd, sd + n, false, 0, 0, -1, what});
   if (n && d.is_device_address(dd)) acc.push_back({dd, dd + n, true, 0, 0, -1, what});
-  if (s->capture >= 0) {  // recorded into the graph; runs at each replay
-    Op op;
-    op.kind = "memcpy";
-    op.accesses = acc;
-    d.graphs[s->capture].ops.push_back(op);
-  } else {
-    d.submit(s);
-    const std::string race = d.check_accesses(acc, s);
-    if (!race.empty()) d.fail(std::string(what) + ": " + race);
-  }
+  copy_access(d, s, std::move(acc), "memcpy", what);
   if (n) std::memmove(dst, src, n);  // host memory both sides: the copy is real
   if (sync) d.host_sync(s->clock);
   return cudaSuccess;
@@ -325,16 +303,7 @@ AITMOCK_API cudaError_t cudaMemsetAsync(void* p, int v, size_t n, cudaStream_t s
   const uintptr_t a = reinterpret_cast<uintptr_t>(p);
   std::vector<Access> acc;
   if (n && d.is_device_address(a)) acc.push_back({a, a + n, true, 0, 0, -1, "cudaMemsetAsync"});
-  if (s->capture >= 0) {
-    Op op;
-    op.kind = "memset";
-    op.accesses = acc;
-    d.graphs[s->capture].ops.push_back(op);
-  } else {
-    d.submit(s);
-    const std::string race = d.check_accesses(acc, s);
-    if (!race.empty()) d.fail(std::string("cudaMemsetAsync: ") + race);
-  }
+  copy_access(d, s, std::move(acc), "memset", "cudaMemsetAsync");
   if (n) std::memset(p, v, n);
   return cudaSuccess;
 }

@@ -87,6 +87,19 @@ void Device::fail(const std::string& what) {
   if (failures.size() < 1000) failures.push_back(what);
 }
 
+void copy_access(Device& d, Stream* s, std::vector<Access> acc, const char* kind, const char* what) {
+  if (s->capture >= 0) {  // recorded into the graph; runs at each replay
+    Op op;
+    op.kind = kind;
+    op.accesses = std::move(acc);
+    d.graphs[s->capture].ops.push_back(std::move(op));
+    return;
+  }
+  d.submit(s);
+  const std::string race = d.check_accesses(acc, s);
+  if (!race.empty()) d.fail(std::string(what) + ": " + race);
+}
+
 void Device::host_sync(const Clock& c) {
   merge(streams[0]->clock, c);
   // Accesses the host has seen complete are ordered before everything submitted from now on.

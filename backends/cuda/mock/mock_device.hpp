@@ -147,6 +147,27 @@ cudaError_t launch(Device& d, Op& op, Stream* s, bool from_graph);
 // A counted API entry point: true when this call must fail (fault injection, aitmock_fail_at).
 bool inject(Device& d);
 
+// A copy or memset on stream s touching `acc`: recorded into the graph s is capturing (checked at
+// each replay), else submitted and checked for races now.
+void copy_access(Device& d, Stream* s, std::vector<Access> acc, const char* kind, const char* what);
+
+// A failed call also sets the thread's last error, as the real runtime's do.
+inline cudaError_t ret(cudaError_t e) {
+  if (e != cudaSuccess) t_last_error = e;
+  return e;
+}
+
+}  // namespace aitmock
+
+#define AITMOCK_API extern "C" __attribute__((visibility("default")))
+// Every counted entry point starts so: the device, its lock, and the injected failure if due.
+#define ENTER(d)                                           \
+  ::aitmock::Device& d = ::aitmock::dev();                 \
+  std::lock_guard<std::mutex> lock_(d.mu);                 \
+  if (::aitmock::inject(d)) return ::aitmock::ret(cudaErrorUnknown)
+
+namespace aitmock {
+
 }  // namespace aitmock
 
 #endif  // AITGEN_MOCK_DEVICE_HPP_

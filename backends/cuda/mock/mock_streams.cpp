@@ -12,18 +12,8 @@
 
 using namespace aitmock;
 
-#define AITMOCK_API extern "C" __attribute__((visibility("default")))
-
 namespace {
 using Lock = std::lock_guard<std::mutex>;
-cudaError_t ret(cudaError_t e) {
-  if (e != cudaSuccess) t_last_error = e;
-  return e;
-}
-#define ENTER(d)                                   \
-  Device& d = dev();                               \
-  Lock lock_(d.mu);                                \
-  if (inject(d)) return ret(cudaErrorUnknown)
 }  // namespace
 
 // ---- streams and events ----
