@@ -475,3 +475,27 @@ def test_golden_fused_elementwise_and_layernorm(golden):
             for c in calls}
     golden("cuda/own_fused_elementwise_f16.cu", srcs["elementwise.cu.j2"])
     golden("cuda/own_layernorm_residual_f16.cu", srcs["norm_rows.cu.j2"])
+
+
+@pytest.mark.cuda_compile   # CI's step with CUTLASS installed, which cuda_toolchain asks for
+@pytest.mark.parametrize("c, groups, dt", [(16, 16, "float16"), (12, 12, "bfloat16"), (6, 6, "float16"),
+                                           (5, 5, "float16"), (8, 8, "float32"), (8, 2, "float16")])
+def test_depthwise_and_grouped_conv_emulated(cuda_toolchain, tmp_path, c, groups, dt):
+    """conv_simt.cu.j2 on the host: depthwise convs take the vector kernel (8/4/2 channels per thread
+    where C and the bases allow, else one), grouped ones the one-output-per-thread kernel; with the
+    fused bias + relu epilogue; against the oracle (float32 accumulation: a few ulps of the storage
+    type)."""
+    import cuda_host_emu as emu
+    rng = np.random.default_rng(c + groups)
+    x = ag.Tensor([ag.IntVar("n", 1, 3), 7, 9, c], dtype=dt, name="x")
+    w = ag.constant(rng.standard_normal((c, 3, 3, c // groups)).astype(np.float32), dtype=dt)
+    b = ag.constant(rng.standard_normal(c).astype(np.float32), dtype=dt)
+    y = ops.relu(ops.conv2d(x, w, b, stride=(1, 2), padding=1, groups=groups))
+    graph, plan, calls = emu.lower({"y": y})
+    srcs = [render(cl.spec.template, func=cl.spec.func, **cl.spec.param_dict()) for cl in calls]
+    assert any("conv_dw" in s for s in srcs) == (groups > 1)   # taken at run time when groups == C == K
+    model = emu.Emulated(graph, plan, calls, emu.build(calls, tmp_path))
+    feeds = {"x": rng.standard_normal((2, 7, 9, c)).astype(ag.DType(dt).np)}
+    got, want = model.run(feeds)["y"], ag.reference.run({"y": y}, feeds)["y"]
+    tol = {"float32": 1e-5, "float16": 2e-2, "bfloat16": 6e-2}[dt]
+    np.testing.assert_allclose(got.astype(np.float32), want.astype(np.float32), rtol=tol, atol=tol)
