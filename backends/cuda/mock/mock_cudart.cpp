@@ -239,8 +239,11 @@ AITMOCK_API cudaError_t cudaMalloc(void** p, size_t n) {
   const size_t bytes = std::max<size_t>(n, 1);
   // 256-byte aligned as cudaMalloc's, and a guard page after each, so an out-of-range pointer
   // lands in no allocation; addresses are never reused.
-  // No base is a multiple of 64 KiB: the argument scan takes such words for padding (mock_device.cpp).
+  // No base is a multiple of 64 KiB, and no allocation holds an address whose low 32 bits are below
+  // 64 Ki: the argument scan takes words of those shapes for fields, not pointers (mock_device.cpp).
   const size_t page = 4096, span = (bytes + 2 * page - 1) / page * page;
+  const uintptr_t next4g = (d.next | 0xFFFFFFFFull) + 1;   // the next 4 GiB boundary
+  if (d.next + span > next4g) d.next = next4g + 0x10000;
   if ((d.next & 0xFFFF) == 0) d.next += page;
   if (d.next + span > d.range_hi) return ret(cudaErrorMemoryAllocation);
   const uintptr_t base = d.next;

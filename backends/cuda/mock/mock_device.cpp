@@ -32,7 +32,8 @@ Device::Device() {
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
     if (p == MAP_FAILED) p = mmap(nullptr, gib << 30, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (p != MAP_FAILED) {
-      range_lo = next = reinterpret_cast<uintptr_t>(p);
+      range_lo = reinterpret_cast<uintptr_t>(p);
+      next = range_lo + 0x10000;  // see cudaMalloc: no address whose low 32 bits are below 64 Ki
       range_hi = range_lo + (gib << 30);
       break;
     }
@@ -219,10 +220,12 @@ cudaError_t launch(Device& d, Op& op, Stream* s, bool from_graph) {
         std::memcpy(&w, a.data() + off, 8);
         if (!d.is_device_address(w)) continue;
         const Allocation* al = d.find(w);
-        // A narrow field (a float16 default, an int) stored with 8-byte moves from a register that
-        // held a pointer leaves that pointer's upper bytes in the field's padding: a word whose low
-        // 16 bits are zero (which no allocation base is: cudaMalloc below) may be that, not a pointer.
-        if ((!al || !al->live) && (w & 0xFFFF) == 0) continue;
+        // Two shapes of word are taken for fields, not pointers, where they hit no live allocation:
+        // a narrow field (a float16 default) stored with 8-byte moves from a register that held a
+        // pointer keeps its upper bytes (low 16 bits zero); two int32 fields, the high one a
+        // pointer's upper half (low 32 bits below 64 Ki). No allocation holds an address of either
+        // shape (cudaMalloc places them so), so a real pointer into one is still checked.
+        if ((!al || !al->live) && ((w & 0xFFFF) == 0 || (w & 0xFFFF0000) == 0)) continue;
         // A word pointing into memory freed before the latest model was loaded is an earlier
         // model's pointer left in an unwritten field (CUTLASS leaves the TMA descriptor of an
         // unused epilogue source as it found it): counted, not a failure. Memory freed since is.
