@@ -117,11 +117,13 @@ def _int_bool(p, dt, rng):
     j, fj = _inp(p, "j", [10], "int32", rng, 1, 50)
     u, fu = _inp(p, "u", ["b", 10], "bool", rng)
     v, fv = _inp(p, "v", [10], "bool", rng)
-    outs = {f"{p}_and": ops.bitwise_and(i, j), f"{p}_or": ops.bitwise_or(i, j), f"{p}_xor": ops.bitwise_xor(i, j),
+    k, fk = _inp(p, "k", [10], "int32", rng, 0, 32)   # shift counts within the width
+    outs = {f"{p}_shl": ops.shift_left(i, k), f"{p}_shr": ops.shift_right(i, k),
+            f"{p}_and": ops.bitwise_and(i, j), f"{p}_or": ops.bitwise_or(i, j), f"{p}_xor": ops.bitwise_xor(i, j),
             f"{p}_not": ops.bitwise_not(i), f"{p}_mod": ops.mod(i, j), f"{p}_fmod": ops.fmod(i, j),
             f"{p}_land": ops.logical_and(u, v), f"{p}_lor": ops.logical_or(u, v), f"{p}_lnot": ops.logical_not(u),
             f"{p}_iadd": i + j, f"{p}_imax": ops.maximum(i, j)}
-    return outs, {**fi, **fj, **fu, **fv}
+    return outs, {**fi, **fj, **fu, **fv, **fk}
 
 
 # -- GEMM, conv, pooling ---------------------------------------------------------------------------
