@@ -24,9 +24,16 @@ class Capabilities:
     operand_views: frozenset[OpKind] = frozenset()   # read operands through attrs.operand_views
     strided_output: frozenset[OpKind] = frozenset()  # write the result at strides the memory plan gives
     grouped: frozenset[OpKind] = frozenset()         # member kinds of a GROUPED op they render
+    # Kinds whose epilogue may end in float32 from bfloat16 operands (the kernel writes its float32
+    # accumulator): a bf16 GEMM feeding a float32 residual add takes the add without rounding.
+    epilogue_widen: frozenset[OpKind] = frozenset()
     # Byte alignment of every arena tensor's base (backend.yaml `alignment`): memory planning
     # places buffers and in-place concat slices at multiples of it.
     alignment: int = 64
+    # Precisions ("bfloat16") that convert_precision applies as the mixed (autocast) policy by
+    # default (backend.yaml mixed_precision): the kernels there gain from narrow matmul operands
+    # and lose little to float32 element-wise traffic.
+    mixed_precision: frozenset[str] = frozenset()
 
 
 def caps_of(opts: "CompileOptions") -> Capabilities:

@@ -24,12 +24,13 @@ from .codegen import streams as streams_mod
 from .codegen.mock_build import build_mock, node_table
 from .codegen.program import build_program, user_name
 from .codegen.render import render
-from .codegen.report import write_graph_json, write_report
+from .codegen.report import precision_summary, write_graph_json, write_report
 from .errors import RuntimeInputTypeError, TargetError, WorkdirError
 from .ir.graph import Graph, Outputs
 from .memory import MemoryPlan, plan_memory
 from .options import CompileOptions
 from .passes import PIPELINE, PassFn, PassRecord, run_passes
+from .passes.convert_precision import precision_policy as precision_policy_of
 from .passes.runner import graph_cost
 from .runtime.lock import LOCK_NAME, workdir_lock
 
@@ -65,13 +66,23 @@ def compile_options(target: str = "cpu", **kw) -> CompileOptions:
     return CompileOptions(target=target, caps=capabilities(target), **kw)
 
 
+def _safetensors_array(t) -> np.ndarray:
+    """A constant as safetensors stores it: the sub-byte types (one element per byte, which
+    safetensors has no name for) as their bytes, U8; model.json's "constants" keeps the dtype."""
+    a = np.ascontiguousarray(t.value)
+    return a.view(np.uint8) if t.dtype.itemsize == 1 and t.dtype.value in _UNPACKED else a
+
+
+_UNPACKED = ("int4", "uint4", "int2", "uint2", "float4_e2m1fn")
+
+
 def write_weights(graph: Graph, path: Path, build_id: str) -> tuple[dict[int, dict], int, dict[str, dict]]:
     """Save every constant by its (unique, C-safe) name, the file tagged with `build_id`; return the
     table the container reads, the header length (compiled into the library) and model.json's
     "constants". The id has a fixed length, so the header length, and with it the library, does not
     depend on its value."""
     consts = [t for t in graph.tensors if t.is_constant]
-    save_file({t.name: np.ascontiguousarray(t.value) for t in consts}, str(path),
+    save_file({t.name: _safetensors_array(t) for t in consts}, str(path),
               metadata={"aitgen_build_id": build_id})
     with open(path, "rb") as f:
         (hlen,) = struct.unpack("<Q", f.read(8))
@@ -145,12 +156,14 @@ def compile_model(outputs: Union[Outputs, Graph], target: str = "auto", workdir:
                   name: str = "model", progress: bool = False, extra_flags: Sequence[str] = (),
                   extra_passes: Sequence[PassFn] = (), load: bool = True, cuda_graph: Optional[bool] = None,
                   allow_tf32: bool = False, jobs: Optional[int] = None, profile: bool = False,
-                  check_kernels: bool = True, streams: int = 1):
+                  check_kernels: bool = True, streams: int = 1, precision_policy: Optional[str] = None):
     """Compile `outputs` (a Tensor, list, dict name -> Tensor, or Graph) into `workdir` and load it.
 
     `arch` (CUDA: "sm_80" or "sm_90a"; "sm_90" means sm_90a) defaults to the present GPU's, else
     sm_80 (backends/cuda/backend.yaml). `precision` ("float16" / "bfloat16") converts float32
-    compute and constants (passes/convert_precision.py). `cuda_graph` makes the loaded model replay
+    compute and constants (passes/convert_precision.py); `precision_policy` "mixed" (torch.autocast's:
+    only GEMM/conv/attention operands narrow; the CPU's default for bfloat16) or "uniform" (every float
+    tensor; the default elsewhere). `cuda_graph` makes the loaded model replay
     its run sequence as CUDA graphs (Model.load(cuda_graph=...) overrides it); None: on for a CUDA
     model whose inputs are all of static shape (one graph, captured at the second run). `load=False` builds
     only — no device is needed — and returns the workdir Path. `extra_flags` are appended to every
@@ -186,7 +199,7 @@ def compile_model(outputs: Union[Outputs, Graph], target: str = "auto", workdir:
         raise TargetError(f"streams={streams}: several streams apply to CUDA builds; the target is {target}")
     opts = compile_options(target, fusion=fusion, precision=precision, arch=arch, verify=verify,
                            dump_passes=dump_passes, allow_tf32=allow_tf32, cuda_graph=cuda_graph, profile=profile,
-                           streams=streams)
+                           streams=streams, precision_policy=precision_policy)
     num_ops = len(graph.ops)
     run = run_passes(graph, opts, list(PIPELINE) + list(extra_passes))
     graph = run.graph
@@ -228,13 +241,16 @@ def compile_model(outputs: Union[Outputs, Graph], target: str = "auto", workdir:
                 # What the loader checks a GPU against, so loading needs nothing of the compiler.
                 "device_archs": dict(backend.capabilities),
                 # Which ops each kernel runs: the runtime's warnings about a kernel name the ops.
-                "kernel_ops": _kernel_ops(calls)}
+                "kernel_ops": _kernel_ops(calls),
+                # Sizes bound during the run (ops/dynamic.py): outputs are cut to them after it.
+                "data_dependent": any(v.produced for t in graph.tensors for d in t.shape for v in d.vars())}
         if mock is not None:
             meta["mock"] = {**mock, "library_sha256": _sha256_file(work / mock["library"]),
                             "runtime_sha256": _sha256_file(work / mock["runtime"]),
                             "nodes": node_table(calls, graph), "ops": [c.op for c in calls]}
         write_report(work, graph, plan, num_ops=num_ops, calls=calls, unique_kernels=n_unique, build=result,
-                     seconds=time.perf_counter() - t0, target=target, passes=stages, pipeline_input=run.input_cost)
+                     seconds=time.perf_counter() - t0, target=target, passes=stages, pipeline_input=run.input_cost,
+                     precision=precision_summary(graph, precision, precision_policy_of(opts)))
         # What `aitgen inspect DIR` draws: the final graph, the kernels each op became, the memory plan.
         write_graph_json(work, graph, calls, plan)
         build_mod.atomic_write(work / MODEL_JSON, json.dumps(meta, indent=1).encode())

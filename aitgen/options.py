@@ -14,6 +14,10 @@ class CompileOptions:
     target: str = "cpu"
     fusion: bool = True
     precision: Optional[str] = None      # None keeps the graph's dtypes; "float16" / "bfloat16": convert_precision
+    # How `precision` applies (passes/convert_precision.py): "uniform" narrows every float tensor,
+    # "mixed" only the matmul family's operands (torch.autocast's policy); None: the backend's
+    # default (backend.yaml mixed_precision lists the precisions it runs mixed).
+    precision_policy: Optional[str] = None
     arch: Optional[str] = None            # resolved by compile_model: "sm_80" / "sm_90a" on CUDA, None on the CPU
     verify: bool = False                  # verify the graph after every pass (tests and debug mode)
     dump_passes: Optional[str] = None     # folder for NN-<pass>.txt dumps
@@ -28,6 +32,9 @@ class CompileOptions:
     caps: Optional["Capabilities"] = None
 
     def __post_init__(self):
+        if self.precision_policy not in (None, "mixed", "uniform"):
+            from .errors import DTypeError
+            raise DTypeError(f"precision_policy {self.precision_policy!r}: expected 'mixed', 'uniform' or None")
         if self.caps is not None and self.caps.target != self.target:
             # opts.replace(target=...) must not carry the old backend's answers along.
             raise ValueError(f"CompileOptions: caps are target '{self.caps.target}'s, the target is '{self.target}'")

@@ -15,8 +15,9 @@ from .errors import AitgenError, RuntimeInputError
 from .ir.dims import IntVar, evaluate_shape
 from .ir.dtype import DType
 from .ir.graph import Graph, Outputs, normalize_outputs, topo_order
-from .ir.op import Op
+from .ir.op import Op, OpKind
 from .ir.tensor import Tensor
+from .ops import dynamic
 from .ops.registry import RefContext, get_opdef
 
 _LOW = [t for t in DType if t.is_low_float]
@@ -29,6 +30,10 @@ def _low_floats() -> tuple[np.dtype, ...]:
     if "ml_dtypes" not in sys.modules:
         return (np.dtype(np.float16),)
     return tuple(t.np for t in _LOW)
+
+
+def _subbyte_ints() -> tuple[np.dtype, ...]:
+    return tuple(t.np for t in DType if t.is_subbyte_int)
 
 
 def bind_dims(inputs: list[Tensor], feeds: Feeds) -> tuple[dict[int, np.ndarray], dict[IntVar, int]]:
@@ -85,8 +90,16 @@ def eval_op(op: Op, args: list[np.ndarray], env: Mapping[IntVar, int]) -> list[n
     # oracle must give the same bits before and after a pass that removes a copy or a no-op.
     low = _low_floats()
     cargs = [a.astype(np.float32) if a.dtype in low else a for a in args]
+    if "ml_dtypes" in sys.modules:  # sub-byte integers compute in int32 (ir/dtype.py compute_dtype)
+        sub = _subbyte_ints()
+        cargs = [a.astype(np.int32) if a.dtype in sub else a for a in cargs]
     cargs = [a if a.flags.c_contiguous else np.ascontiguousarray(a) for a in cargs]  # keeps 0-d arrays 0-d
-    ctx = RefContext(tuple(evaluate_shape(o.shape, env) for o in op.outputs), env)
+    if op.kind is OpKind.BIND_DIMS:  # binds produced sizes (ops/dynamic.py) before its output's shape
+        env.update(dynamic.bindings(op.attrs, args[1:], env))  # type: ignore[attr-defined] # the run's own dict
+    # An output with a size produced by this very op (NonZero's count) has no shape until it ran.
+    shapes = tuple(evaluate_shape(o.shape, env) if all(v in env for d in o.shape for v in d.vars()) else None
+                   for o in op.outputs)
+    ctx = RefContext(shapes, env)
     try:
         outs = d.reference(cargs, op.attrs, ctx)
     except AitgenError:
@@ -94,10 +107,22 @@ def eval_op(op: Op, args: list[np.ndarray], env: Mapping[IntVar, int]) -> list[n
     except Exception as e:  # a numpy failure here is a bug in an op definition; name the op
         raise RuntimeError(f"reference of {op.kind.value} '{op.name}' failed: {e}") from e
     res = []
-    for o, a in zip(op.outputs, outs):
+    for o, a, want in zip(op.outputs, outs, shapes):
         a = np.asarray(a)
+        if want is None:
+            _bind_produced(op, o, a.shape, env)
         res.append(a.astype(o.dtype.np, copy=False) if a.dtype != o.dtype.np else a)
     return res
+
+
+def _bind_produced(op: Op, o: Tensor, shape: tuple, env: dict) -> None:
+    """Bind the produced IntVars of o's shape from the array the op gave (checked against bounds)."""
+    for d, n in zip(o.shape, shape):
+        if isinstance(d, IntVar) and d.produced and d not in env:
+            if not d.lb <= n <= d.ub:
+                raise RuntimeInputError(f"op {op.kind.value} '{op.name}': size '{d.name}' is {n}, outside "
+                                        f"its bounds [{d.lb}, {d.ub}]")
+            env[d] = n
 
 
 def evaluate(graph: Graph, feeds: Feeds, *, keep: Optional[list[Tensor]] = None) -> dict[int, np.ndarray]:

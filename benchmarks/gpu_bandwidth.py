@@ -55,6 +55,19 @@ def median_ms(fn, sync, iters: int, rounds: int) -> float:
     return statistics.median(per)
 
 
+def build_model(workdir, arch, dtype: str = "float16", rows: int = (1024 << 20) // (COLS * 2)):
+    """gelu(x * a + b) + x over [rows, COLS], compiled (load=False) for `arch` (None: the GPU's);
+    returns (workdir, a, b). scripts/gpu_prebuild.py builds the same model ahead of time."""
+    import aitgen as ag
+    from aitgen import ops
+    x = ag.Tensor([ag.IntVar("rows", 1, rows), COLS], dtype=dtype, name="x")
+    rng = np.random.default_rng(0)
+    a = ag.constant(rng.uniform(0.5, 1.5, COLS).astype(np.float32), dtype=dtype, name="a")
+    b = ag.constant(rng.standard_normal(COLS).astype(np.float32), dtype=dtype, name="b")
+    work = ag.compile_model({"y": ops.gelu(x * a + b) + x}, target="cuda", arch=arch, workdir=workdir, load=False)
+    return work, a, b
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
     import torch
@@ -67,11 +80,7 @@ def main(argv=None) -> int:
         return 2
     dt = ag.ir.dtype.as_dtype(args.dtype)
     rows = args.mib * (1 << 20) // (COLS * dt.itemsize)
-    x = ag.Tensor([ag.IntVar("rows", 1, rows), COLS], dtype=args.dtype, name="x")
-    rng = np.random.default_rng(0)
-    a = ag.constant(rng.uniform(0.5, 1.5, COLS).astype(np.float32), dtype=args.dtype, name="a")
-    b = ag.constant(rng.standard_normal(COLS).astype(np.float32), dtype=args.dtype, name="b")
-    work = ag.compile_model({"y": ops.gelu(x * a + b) + x}, target="cuda", workdir=args.workdir, load=False)
+    work, a, b = build_model(args.workdir, None, args.dtype, rows)
     report = json.loads((work / "report.json").read_text())
     model = ag.Model.load(work, cuda_graph=True)
 

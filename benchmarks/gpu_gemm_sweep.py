@@ -50,8 +50,9 @@ def parse_args(argv=None):
     return ap.parse_args(argv)
 
 
-def build(name, dt, m, n, k, repeat, args):
-    """Compile the model of `repeat` GEMMs; returns (workdir, the GEMM kernel's configs)."""
+def build(name, dt, m, n, k, repeat, args, arch=None):
+    """Compile the model of `repeat` GEMMs for `arch` (None: the GPU's); returns (workdir, the GEMM
+    kernel's configs). scripts/gpu_prebuild.py calls it ahead of time with an arch."""
     import aitgen as ag
     from aitgen import ops
     from aitgen.codegen.backend import load_backend
@@ -64,7 +65,7 @@ def build(name, dt, m, n, k, repeat, args):
     b = ag.Tensor([k, n], dtype=dt, name="b")
     outs = {f"c{i}": ops.gemm(ag.Tensor([m, k], dtype=dt, name=f"a{i}"), b) for i in range(repeat)}
     work = Path(args.workdir) / f"{name}_{dt}_{repeat}"
-    arch = load_backend("cuda").resolve_arch(None, cuda_capability)
+    arch = arch or load_backend("cuda").resolve_arch(None, cuda_capability)
     opts = compile_options("cuda", arch=arch, fusion=False)
     g = run_pipeline(Graph.from_outputs(outs), opts, list(PIPELINE))
     if args.profile and repeat == 1:

@@ -8,6 +8,8 @@
 #   gemm_sweep.json    benchmarks/gpu_gemm_sweep.py, where it exists: TFLOP/s vs torch.matmul
 #   gpu_bandwidth.json the fused element-wise kernel's GB/s vs a device copy
 #   gpu_check.log      everything printed
+# Objects prebuilt without a GPU (scripts/gpu_prebuild.py -> .gpu_carry/cache.tar.xz) are unpacked
+# into the build cache first, so the steps link rather than compile what was carried.
 # Wheels in .whl/ (nvidia-cutlass, anything else missing there) are installed into /tmp/site first;
 # aitgen itself runs from this checkout (PYTHONPATH). backends/cuda/README.md says how to carry them.
 #   OUT=/tmp/gc bash scripts/gpu_check.sh           # QUICK=1: small configs, fewer rounds (a smoke run)
@@ -88,6 +90,13 @@ step() {
   write_summary >/dev/null
 }
 
+# 0. objects prebuilt on a machine without a GPU (scripts/gpu_prebuild.py, carried as .gpu_carry/):
+# the steps' builds then link instead of compiling. Keys name no path of the machine that built
+# them; a header that differs here is a miss, never a stale object.
+if [[ -f .gpu_carry/cache.tar.xz ]]; then
+  step unpack_prebuilt 20 bash -c "mkdir -p '$AITGEN_CACHE_DIR' && tar -xJf .gpu_carry/cache.tar.xz -C '$AITGEN_CACHE_DIR' && find '$AITGEN_CACHE_DIR' -name '*.entry' | wc -l"
+fi
+
 # 1. carried wheels, then aitgen from this checkout
 if compgen -G ".whl/*.whl" >/dev/null; then
   step install_wheels 60 "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
@@ -103,7 +112,8 @@ print(\"capability\", device.cuda_capability())'"
 
 if [[ "${DRY_RUN:-0}" == 1 ]]; then
   cat <<'PLAN' | tee -a "$LOG"
-== gpu_check dry run: the steps a GPU run takes, each in its own time box (560 s at most in all)
+== gpu_check dry run: the steps a GPU run takes, each in its own time box (580 s at most in all)
+  unpack_prebuilt   20 s  objects compiled here by scripts/gpu_prebuild.py (.gpu_carry/), if carried
   install_wheels    60 s  carried wheels (.whl/: nvidia-cutlass) into /tmp/site
   environment       30 s  nvidia-smi, nvcc, torch, CUTLASS, the GPU's compute capability
   smoke             60 s  one case of each kernel family, float16, against the oracle (test_gpu_smoke.py)

@@ -45,12 +45,21 @@ def golden(request):
     return check
 
 
+@pytest.hookimpl(tryfirst=True)   # before -m selects: the marks added here must count there
 def pytest_collection_modifyitems(config, items):
     """Tests marked slow (full-size models through the oracle) run with -m slow or AITGEN_RUN_SLOW=1;
     tests marked cuda_compile (nvcc builds of zoo models, minutes) with -m cuda_compile or
     AITGEN_RUN_CUDA_COMPILE=1. Each is its own CI step. mock_census (the op catalogue built for
     every dtype and arch and run on the mock device, an hour of nvcc on 2 cores) runs with
-    -m mock_census or AITGEN_RUN_MOCK_CENSUS=1, by hand."""
+    -m mock_census or AITGEN_RUN_MOCK_CENSUS=1, by hand.
+
+    Every other test that asks for the `cuda_toolchain` fixture (nvcc + CUTLASS: the host-emulated
+    kernels, single-kernel compiles) is marked cuda_compile here, so the CI step that installs the
+    cuda extra runs it; the default tier has no CUTLASS and would only skip it."""
+    for item in items:
+        if "cuda_toolchain" in getattr(item, "fixturenames", ()) and not any(
+                m in item.keywords for m in ("cuda_compile", "gpu", "mock_census")):
+            item.add_marker(pytest.mark.cuda_compile)
     markexpr = config.getoption("markexpr") or ""
     for marker, env in (("slow", "AITGEN_RUN_SLOW"), ("cuda_compile", "AITGEN_RUN_CUDA_COMPILE"),
                         ("mock_census", "AITGEN_RUN_MOCK_CENSUS")):

@@ -64,6 +64,10 @@ def inspect_build(workdir: str) -> int:
         lb = report.get("activation_lower_bound_bytes") or 0
         ratio = f", {report['activation_bytes'] / lb:.3f}x the lower bound" if lb else ""
         print(f"planned arena {report['activation_bytes']:,d} bytes (lower bound {lb:,d}, naive {naive:,d}{ratio})")
+    prec = report.get("precision") or {}
+    if prec.get("requested"):  # which ops store which types: what precision= narrowed, and what it kept
+        rows = "; ".join(f"{kind} {k} x{n}" for kind, row in prec["by_kind"].items() for k, n in row.items())
+        print(f"precision {prec['requested']} ({prec['policy']} policy, {prec['accumulate']} accumulation): {rows}")
     html = os.path.join(workdir, "graph.html")
     counts = viz.write_graph_html(desc, html, report)
     print(f"wrote {html}: {counts['kernel_boxes']} kernel boxes, {counts['fused_groups']} fused groups, "
@@ -102,7 +106,8 @@ def cmd_compile(args) -> int:
     # Build only: a CUDA library builds on a machine without a GPU; `aitgen run` loads it.
     # progress=True: a bar on a terminal, a plain line every few seconds in a log.
     compile_model(outputs, target=args.target, workdir=args.workdir, fusion=not args.no_fusion,
-                  arch=args.arch, precision=args.precision, progress=True, load=False)
+                  arch=args.arch, precision=args.precision, precision_policy=args.precision_policy, progress=True,
+                  load=False)
     meta = json.loads((Path(args.workdir) / "model.json").read_text())
     report = json.loads((Path(args.workdir) / "report.json").read_text())
     print(f"built {args.workdir}: {report['num_ops']} ops -> {report['num_kernels']} kernel calls "

@@ -66,6 +66,9 @@ def build_parser() -> argparse.ArgumentParser:
                                      "else sm_80. No GPU is needed to build")
     comp.add_argument("--precision", choices=["float16", "bfloat16"],
                       help="compute in float16/bfloat16 (inputs and outputs keep their dtypes)")
+    comp.add_argument("--precision-policy", choices=["mixed", "uniform"],
+                      help="mixed: only GEMM/conv/attention operands narrow (torch.autocast's policy; the CPU's "
+                           "default for bfloat16); uniform: every float tensor. Default: the backend's")
     comp.add_argument("--no-fusion", action="store_true", help="skip the fusion passes")
     comp.add_argument("--config", action="append", metavar="KEY=VALUE", help=_CONFIG_HELP)
     comp.add_argument("--dim", action="append", metavar="NAME=LB:UB", help=_DIM_HELP)

@@ -33,6 +33,8 @@ class BackendConfig:
     capabilities: tuple[tuple[str, str], ...] = ()         # "9.0" -> "sm_90a"
     # Byte alignment of every arena tensor's base: the strictest any of the backend's kernels asks.
     alignment: int = 64
+    # Precisions convert_precision applies as its mixed policy by default (Capabilities.mixed_precision).
+    mixed_precision: tuple[str, ...] = ()
 
     @property
     def arch_names(self) -> list[str]:
@@ -72,6 +74,9 @@ class BackendConfig:
             # the depfiles (the pinned version is checked by locate.cutlass() instead).
             for d in locate.cutlass().include_dirs:
                 flags += ["-isystem", str(d)]   # nvcc wants the dir as its own argument
+            # The pin in the flags, so in every object's cache key: the headers are not hashed, and
+            # the cache key names include dirs by position, not path (codegen/build.py).
+            flags += [f"-DAITGEN_CUTLASS_PIN={locate.pin('cutlass').version}"]
         return flags
 
     def link_flags(self) -> list[str]:
@@ -107,7 +112,8 @@ def load_backend(name: str) -> BackendConfig:
                          default_arch=raw.get("default_arch"),
                          arch_aliases=_pairs(raw, "arch_aliases", str),
                          capabilities=_pairs(raw, "capabilities", str),
-                         alignment=_alignment(raw.get("alignment", 64), path))
+                         alignment=_alignment(raw.get("alignment", 64), path),
+                         mixed_precision=tuple(str(p) for p in raw.get("mixed_precision", [])))
 
 
 def _alignment(value, path) -> int:

@@ -1,12 +1,17 @@
 """Compile translation units in parallel through ninja and link them into one shared library.
 
-Objects are cached by content: the key is a sha256 of the source text and name, the compiler (path,
-resolved binary, full ``--version`` output) and the flags. Each cache entry is ONE file, a JSON header
+Objects are cached by content: the key is a sha256 of the source text and name, the compiler (its
+name, the resolved binary's name, full ``--version`` output) and the flags. Each cache entry is ONE file, a JSON header
 line then the object bytes, written to a temp file and renamed into place, so a reader sees a whole
 entry or none; the header holds the object's sha256, checked on every hit, so a truncated or corrupt
 entry is a miss that gets rebuilt and is never linked. The header also lists the headers the object
 was compiled from (the compiler's -MMD depfile) with their hashes: editing a runtime header that a
 kernel includes invalidates that kernel's object, as ccache's direct mode does.
+
+Keys and entries name no absolute path of this machine, so a cache filled here serves another
+machine whose checkout and toolchain sit elsewhere (the GPU machine gets objects prebuilt on a CPU
+machine): each include dir of the flags counts as the token $INC<i> (its position), in the key and
+in the recorded headers; a header is then checked under the other machine's i-th include dir.
 
 A workdir may come from someone else: where the build writes a file or a folder, a symlink is
 replaced, never written through. ninja runs in its own session and dies with the thread that
@@ -37,7 +42,7 @@ from aitgen.errors import BuildError, UsageError
 __all__ = ["Source", "BuildResult", "ObjectCache", "build", "default_cache_dir", "atomic_write", "new_temp",
            "replace_symlink"]
 
-_CACHE_FORMAT = "aitgen-obj-v1"       # bump when the entry layout or key recipe changes
+_CACHE_FORMAT = "aitgen-obj-v2"       # bump when the entry layout or key recipe changes
 _STATUS = "[aitgen-build "            # NINJA_STATUS prefix: tells our status lines from compiler output
 _NAME_OK = re.compile(r"[A-Za-z0-9_.+\-/]+")
 _ERROR_LINES = 20
@@ -139,9 +144,12 @@ class ObjectCache:
     @staticmethod
     def key(source: Source, compiler: locate.Tool, flags: list[str]) -> str:
         h = hashlib.sha256()
+        roots = include_roots(flags)
         # Length-prefixed parts, so no two different inputs concatenate to the same bytes. The name
         # is in the key because quoted includes resolve relative to it and it is baked into the object.
-        for part in (_CACHE_FORMAT, compiler.fingerprint, source.name, "\0".join(flags), source.text):
+        # The compiler counts by name and version, not by where it is installed (see the module doc).
+        tool = f"{compiler.path.name}\n{compiler.real_path.name}\n{compiler.version_text}"
+        for part in (_CACHE_FORMAT, tool, source.name, "\0".join(portable_flags(flags, roots)), source.text):
             b = part.encode()
             h.update(len(b).to_bytes(8, "little") + b)
         return h.hexdigest()
@@ -149,8 +157,9 @@ class ObjectCache:
     def path(self, key: str) -> Path:
         return self.dir / key[:2] / f"{key}.entry"
 
-    def load(self, key: str, workdir: Path) -> bytes | None:
-        """The cached object for ``key`` if the entry is whole and its headers are unchanged, else None."""
+    def load(self, key: str, workdir: Path, roots: list[str] | None = None) -> bytes | None:
+        """The cached object for ``key`` if the entry is whole and its headers are unchanged, else
+        None. ``roots``: this build's include dirs, which the entry's $INC<i> headers resolve against."""
         try:
             blob = self.path(key).read_bytes()
         except OSError:
@@ -164,13 +173,70 @@ class ObjectCache:
                 or meta.get("sha256") != hashlib.sha256(obj).hexdigest()):
             return None      # truncated or corrupt: the caller recompiles and overwrites it
         for dep, digest in meta.get("deps", {}).items():
-            if _file_digest(workdir / dep) != digest:   # workdir / absolute == absolute
+            path = _resolve_dep(dep, roots or [])
+            if path is None or _file_digest(workdir / path) != digest:   # workdir / absolute == absolute
                 return None
         return obj
 
     def store(self, key: str, obj: bytes, deps: dict[str, str]) -> None:
         meta = {"format": _CACHE_FORMAT, "size": len(obj), "sha256": hashlib.sha256(obj).hexdigest(), "deps": deps}
         atomic_write(self.path(key), json.dumps(meta, sort_keys=True).encode() + b"\n" + obj)
+
+
+_INCLUDE_FLAGS = ("-I", "-isystem", "-iquote", "-idirafter")
+
+
+def include_roots(flags: list[str]) -> list[str]:
+    """The include dirs of ``flags`` (-I<d>, -I <d>, -isystem <d>, ...), absolute, in order."""
+    roots, prev = [], None
+    for f in flags:
+        d = None
+        if prev is not None:
+            d = f
+        else:
+            for opt in _INCLUDE_FLAGS:
+                if f.startswith(opt) and len(f) > len(opt):
+                    d = f[len(opt):]
+        prev = f if f in _INCLUDE_FLAGS else None
+        if d is not None and os.path.isabs(d):
+            roots.append(os.path.normpath(d))
+    return roots
+
+
+def portable_flags(flags: list[str], roots: list[str]) -> list[str]:
+    """``flags`` with each include dir written as its token $INC<i>."""
+    index = {r: i for i, r in reversed(list(enumerate(roots)))}   # a repeated dir: its first position
+    out = []
+    for f in flags:
+        for opt in ("",) + _INCLUDE_FLAGS:
+            d = f[len(opt):]
+            if f.startswith(opt) and d and os.path.isabs(d) and os.path.normpath(d) in index:
+                f = f"{opt}$INC{index[os.path.normpath(d)]}"
+                break
+        out.append(f)
+    return out
+
+
+def _portable_dep(dep: str, roots: list[str]) -> str | None:
+    """A header's name in an entry: relative to the workdir as it was, $INC<i>/rel under an include
+    dir, else None (an absolute path elsewhere: the entry would not travel, so it is not recorded
+    as travelling; the caller keeps it absolute)."""
+    if not os.path.isabs(dep):
+        return dep
+    norm = os.path.normpath(dep)
+    for i, r in enumerate(roots):
+        if norm.startswith(r + os.sep):
+            return f"$INC{i}/{os.path.relpath(norm, r)}"
+    return None
+
+
+def _resolve_dep(dep: str, roots: list[str]) -> str | None:
+    """The path of an entry's header on this machine (None: an include dir this build lacks)."""
+    m = re.match(r"\$INC(\d+)/(.+)", dep)
+    if m is None:
+        return dep
+    i = int(m.group(1))
+    return os.path.join(roots[i], m.group(2)) if i < len(roots) else None
 
 
 def _parse_depfile(text: str) -> list[str]:
@@ -436,7 +502,7 @@ def _build_locked(sources, out_so, tool, flags, link_flags, workdir, cache, jobs
         _real_dirs(workdir, PurePosixPath(obj_rel).parent)
         _write_if_changed(src, s.text.encode())
         key = ObjectCache.key(s, tool, flags)
-        cached = cache.load(key, workdir)
+        cached = cache.load(key, workdir, include_roots(flags))
         if cached is not None:
             _write_if_changed(workdir / obj_rel, cached)
             hits.append(s.name)
@@ -493,20 +559,20 @@ def _build_locked(sources, out_so, tool, flags, link_flags, workdir, cache, jobs
         failed = {target for target, _, _ in _failures(out)}
         for s, key in misses:
             if objects[s.name] not in failed and (workdir / objects[s.name]).exists():
-                _store(cache, key, workdir, objects[s.name], f"src/{s.name}")
+                _store(cache, key, workdir, objects[s.name], f"src/{s.name}", include_roots(flags))
         _raise_failure(out, rc, workdir, {objects[s.name]: s.name for s, _ in misses}, compile_cmds,
                        tmp_rel, link_cmd, out_so)
     os.replace(tmp_so, out_so)
 
     for s, key in misses:
-        _store(cache, key, workdir, objects[s.name], f"src/{s.name}")
+        _store(cache, key, workdir, objects[s.name], f"src/{s.name}", include_roots(flags))
     return BuildResult(out_so=out_so, cache_hits=len(hits), cache_misses=len(misses),
                        seconds=0.0,
                        commands=[shlex.join(compile_cmds[s.name]) for s, _ in misses] + [shlex.join(link_cmd)],
                        compiled=[s.name for s, _ in misses], cached=hits, log="\n".join(out))
 
 
-def _store(cache: ObjectCache, key: str, workdir: Path, obj_rel: str, src_rel: str) -> None:
+def _store(cache: ObjectCache, key: str, workdir: Path, obj_rel: str, src_rel: str, roots: list[str]) -> None:
     try:
         deps = {}
         for dep in _parse_depfile((workdir / (obj_rel + ".d")).read_text()):
@@ -514,7 +580,9 @@ def _store(cache: ObjectCache, key: str, workdir: Path, obj_rel: str, src_rel: s
                 continue   # its text is in the key already
             digest = _file_digest(workdir / dep)
             if digest is not None:
-                deps[dep] = digest   # relative deps stay relative: checked against the next workdir
+                # relative deps stay relative (checked against the next workdir); headers under an
+                # include dir are named by its token; anything else stays absolute
+                deps[_portable_dep(dep, roots) or dep] = digest
         cache.store(key, (workdir / obj_rel).read_bytes(), deps)
     except OSError:
         # A read-only or full cache must not fail a build that succeeded; the next build misses.

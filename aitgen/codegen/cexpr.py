@@ -13,7 +13,9 @@ STORAGE = {DType.float32: "float", DType.float16: "ait::half", DType.bfloat16: "
            DType.float64: "double", DType.int16: "int16_t", DType.uint8: "uint8_t", DType.uint16: "uint16_t",
            DType.uint32: "uint32_t", DType.uint64: "uint64_t", DType.float8_e4m3fn: "ait::fp8_e4m3fn",
            DType.float8_e5m2: "ait::fp8_e5m2", DType.float8_e4m3fnuz: "ait::fp8_e4m3fnuz",
-           DType.float8_e5m2fnuz: "ait::fp8_e5m2fnuz"}
+           DType.float8_e5m2fnuz: "ait::fp8_e5m2fnuz", DType.int4: "uint8_t", DType.uint4: "uint8_t",
+           DType.int2: "uint8_t", DType.uint2: "uint8_t", DType.float4_e2m1fn: "ait::fp4_e2m1",
+           DType.float8_e8m0fnu: "ait::fp8_e8m0"}
 # Narrow integers compute in 32 bits (C's promotion) and wrap when stored, as numpy's fixed-width
 # arithmetic does; unsigned ones compute unsigned, so products and differences wrap with defined
 # behaviour (uint16 * uint16 overflows an int32).
@@ -21,11 +23,18 @@ COMPUTE = {DType.float32: "float", DType.float16: "float", DType.bfloat16: "floa
            DType.int8: "int32_t", DType.int32: "int32_t", DType.int64: "int64_t", DType.bool: "bool",
            DType.float64: "double", DType.int16: "int32_t", DType.uint8: "uint32_t", DType.uint16: "uint32_t",
            DType.uint32: "uint32_t", DType.uint64: "uint64_t", DType.float8_e4m3fn: "float",
-           DType.float8_e5m2: "float", DType.float8_e4m3fnuz: "float", DType.float8_e5m2fnuz: "float"}
+           DType.float8_e5m2: "float", DType.float8_e4m3fnuz: "float", DType.float8_e5m2fnuz: "float",
+           DType.int4: "int32_t", DType.uint4: "uint32_t", DType.int2: "int32_t", DType.uint2: "uint32_t",
+           DType.float4_e2m1fn: "float", DType.float8_e8m0fnu: "float"}
 CODE = {DType.float32: 0, DType.float16: 1, DType.bfloat16: 2, DType.int8: 3, DType.int32: 4,
         DType.int64: 5, DType.bool: 6, DType.float64: 7, DType.int16: 8, DType.uint8: 9, DType.uint16: 10,
         DType.uint32: 11, DType.uint64: 12, DType.float8_e4m3fn: 13, DType.float8_e5m2: 14,
-        DType.float8_e4m3fnuz: 15, DType.float8_e5m2fnuz: 16}
+        DType.float8_e4m3fnuz: 15, DType.float8_e5m2fnuz: 16, DType.int4: 17, DType.uint4: 18, DType.int2: 19,
+        DType.uint2: 20, DType.float4_e2m1fn: 21, DType.float8_e8m0fnu: 22}
+
+
+def _subbyte_bits(dtype: DType) -> int:
+    return 4 if dtype in (DType.int4, DType.uint4) else 2
 
 
 def load(dtype: DType, ptr: str, idx: str) -> str:
@@ -36,6 +45,11 @@ def load(dtype: DType, ptr: str, idx: str) -> str:
         return f"ait::to_f32({ptr}[{idx}])"
     if dtype == DType.bool:
         return f"({ptr}[{idx}] != 0)"
+    if dtype.is_subbyte_int:  # the value sits in the low bits of its byte; signed ones sign-extend
+        m, h = (1 << _subbyte_bits(dtype)) - 1, 1 << (_subbyte_bits(dtype) - 1)
+        if dtype.is_unsigned:
+            return f"static_cast<uint32_t>({ptr}[{idx}] & {m}u)"
+        return f"((static_cast<int32_t>({ptr}[{idx}] & {m}) ^ {h}) - {h})"
     return f"static_cast<{COMPUTE[dtype]}>({ptr}[{idx}])"
 
 
@@ -47,6 +61,8 @@ def store(dtype: DType, value: str) -> str:
         return f"ait::from_f32<{STORAGE[dtype]}>({value})"
     if dtype == DType.bool:
         return f"static_cast<uint8_t>(({value}) ? 1 : 0)"
+    if dtype.is_subbyte_int:  # wraps to the type's width (two's complement), as ml_dtypes' astype
+        return f"static_cast<uint8_t>(static_cast<uint32_t>({value}) & {(1 << _subbyte_bits(dtype)) - 1}u)"
     return f"static_cast<{STORAGE[dtype]}>({value})"
 
 

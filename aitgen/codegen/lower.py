@@ -34,7 +34,7 @@ _LOWERINGS: dict[tuple[str, OpKind], LowerFn] = {}
 _EPILOGUES: set[tuple[str, OpKind]] = set()  # lowerings that render a fused epilogue
 _FEATURES: dict[tuple[str, OpKind], frozenset] = {}  # optional forms a lowering renders (Capabilities)
 _GROUPED: dict[str, frozenset] = {}  # backend -> member kinds its GROUPED lowering renders
-FEATURES = ("operand_views", "strided_output")
+FEATURES = ("operand_views", "strided_output", "epilogue_widen")
 
 # The backends whose lowerings ship with aitgen: name -> the package whose import registers them.
 # Only the target's package is imported. A new backend adds its line here.
@@ -79,8 +79,16 @@ def capabilities(target: str) -> Capabilities:
     return Capabilities(target=target, kinds=frozenset(k for (b, k) in _LOWERINGS if b == target),
                         epilogue=frozenset(k for (b, k) in _EPILOGUES if b == target),
                         operand_views=having("operand_views"), strided_output=having("strided_output"),
+                        epilogue_widen=having("epilogue_widen"),
                         grouped=_GROUPED.get(target, frozenset()),
-                        alignment=_alignment(target))
+                        alignment=_alignment(target), mixed_precision=_mixed_precision(target))
+
+
+def _mixed_precision(target: str) -> frozenset:
+    try:
+        return frozenset(load_backend(target).mixed_precision)
+    except TargetError:
+        return frozenset()
 
 
 def _alignment(target: str) -> int:
@@ -140,6 +148,12 @@ def lower_graph(graph: Graph, plan: MemoryPlan, backend: str, arch: Optional[str
         if kind in FLOAT32_ONLY and any(t.dtype is DType.float64 for t in op.inputs):
             raise UnsupportedOpError(f"op {op.kind.value} '{op.name}': its kernels compute in float32, and "
                                      "float64 computes in float64 (cast to float32 around it)")
+        if fn is None and op.kind in (OpKind.BIND_DIMS, OpKind.NONZERO, OpKind.NMS, OpKind.UNIQUE):
+            raise UnsupportedOpError(
+                f"op {op.kind.value} '{op.name}' binds sizes during the run (a data-dependent shape), which "
+                f"the {backend} backend does not support: its later launches would need each size copied "
+                "back to the host, with a sync and no CUDA graph; build for the CPU, or freeze the input "
+                "with load(..., constant_inputs=...)")
         if fn is None:
             raise UnsupportedOpError(f"op {op.kind.value} '{op.name}' has no {backend} kernel yet")
         if getattr(op.attrs, "epilogue", None) is not None and (backend, op.kind) not in _EPILOGUES:

@@ -13,7 +13,7 @@ from ..ir.tensor import Tensor
 from ..memory import MemoryPlan, align
 from .cexpr import CODE, dim_expr
 from .lower import OutputRef
-from .spec import KernelCall
+from .spec import VARS_PTR, KernelCall, VarSlot
 from .streams import schedule
 
 MAX_RANK = 8  # AIT_MAX_RANK in backends/common/include/aitgen/runtime.h
@@ -50,6 +50,11 @@ def bind_vars(graph: Graph) -> tuple[dict[IntVar, int], list[dict[str, Any]]]:
     for t in graph.tensors:
         for d in t.shape:
             for v in d.vars():
+                if v not in index and v.produced:
+                    # A kernel binds it during the run; until then it holds its upper bound, so the
+                    # output shapes asked before a run are the buffers' (Model.run allocates those).
+                    index[v] = len(index)
+                    checks.append({"kind": "produced", "var": index[v], "ub": v.ub})
                 if v not in index:
                     raise ShapeError(f"dimension '{v.name}' of tensor '{t.name}' is not given by any "
                                      "graph input, so it cannot be known at run time")
@@ -90,6 +95,11 @@ def build_program(graph: Graph, plan: MemoryPlan, calls: list[KernelCall], const
     events that order it (codegen/streams.py); `drop_wait` plants a missing one (tests)."""
     check_limits(graph, plan, constants)
     var_index, checks = bind_vars(graph)
+    for c in calls:  # a size a kernel binds that no kept tensor has (an unused Split part): a slot still
+        for d in c.dims:
+            if isinstance(d, VarSlot) and d.var not in var_index:
+                var_index[d.var] = len(var_index)
+                checks.append({"kind": "produced", "var": var_index[d.var], "ub": d.var.ub})
     in_idx = {id(t): i for i, t in enumerate(graph.inputs)}
     out_names = list(graph.outputs)
     out_idx: dict[int, int] = {}
@@ -101,6 +111,8 @@ def build_program(graph: Graph, plan: MemoryPlan, calls: list[KernelCall], const
     const_idx = {tid: c["index"] for tid, c in constants.items()}
 
     def ptr(t) -> str:
+        if t == VARS_PTR:
+            return t
         if isinstance(t, OutputRef):
             return f"ctx->outputs[{out_names.index(t.name)}]"
         if id(t) in out_idx:
@@ -128,7 +140,9 @@ def build_program(graph: Graph, plan: MemoryPlan, calls: list[KernelCall], const
         return (ptr(t).split("+")[0].strip(), 0, MAX_SIZE, written)   # a user buffer, whole
 
     sched = None
-    if streams > 1:
+    # Sizes bound during the run are read when a later call is made: calls run in order then.
+    produced = any(c["kind"] == "produced" for c in checks)
+    if streams > 1 and not produced:
         sched = schedule([[span(t, j in set(c.writes or [0])) for j, t in enumerate(c.ptrs)] for c in calls],
                          streams, drop_wait=drop_wait)
         if sched.num_streams == 1:   # a chain: nothing to run at once, so no stream code at all
@@ -140,7 +154,8 @@ def build_program(graph: Graph, plan: MemoryPlan, calls: list[KernelCall], const
             seen_funcs.append(c.spec.func)
         what = f"a size argument of the kernel for {c.op!r}"
         rendered_calls.append({"func": c.spec.func, "comment": c.op, "ptrs": [ptr(t) for t in c.ptrs],
-                               "dims": [d if isinstance(d, str) else dim_expr(d, var_index, what) for d in c.dims],
+                               "dims": [d if isinstance(d, str) else str(var_index[d.var]) if isinstance(d, VarSlot)
+                                        else dim_expr(d, var_index, what) for d in c.dims],
                                "sched": None if sched is None else {"stream": sched.stream[k],
                                                                     "waits": sched.waits[k],
                                                                     "record": sched.record[k]}})

@@ -12,8 +12,8 @@ from .build import atomic_write
 
 
 def write_report(workdir: Path, graph: Graph, plan: MemoryPlan, *, num_ops: int, calls, unique_kernels: int,
-                 build, seconds: float, target: str, passes: Sequence = (), pipeline_input: Optional[dict] = None
-                 ) -> dict:
+                 build, seconds: float, target: str, passes: Sequence = (), pipeline_input: Optional[dict] = None,
+                 precision: Optional[dict] = None) -> dict:
     """`passes`: the PassRecords of the pipeline (and of the stages after it), in order;
     `pipeline_input`: what the graph cost before the first (runner.PipelineRun.input_cost)."""
     report = {
@@ -34,10 +34,30 @@ def write_report(workdir: Path, graph: Graph, plan: MemoryPlan, *, num_ops: int,
                    for r in passes],
         # The graph as it entered the pipeline: the "before" of the first pass.
         "pipeline_input": pipeline_input,
+        # Which ops read and write which dtypes (precision_summary): where precision= narrowed what.
+        "precision": precision,
         "kernels": [{"op": c.op, "func": c.spec.func, "template": c.spec.template} for c in calls],
     }
     atomic_write(workdir / "report.json", json.dumps(report, indent=1).encode())
     return report
+
+
+def precision_summary(graph: Graph, requested: Optional[str], policy: Optional[str]) -> dict:
+    """report.json's precision: per op kind (views left out: they move no data), how many ops read
+    which float dtypes and write which, as "bf16+f32 -> f32". Every float kernel computes in
+    float32 (float64 for float64) whatever it stores: norms, softmax and reductions accumulate in
+    float32, GEMM/conv/attention too, so the storage types are what the rounding depends on."""
+    by_kind: dict[str, dict[str, int]] = {}
+    for op in graph.ops:
+        if is_view(op):
+            continue
+        reads = sorted({t.dtype.short for t in op.inputs if t.dtype.is_float})
+        writes = sorted({t.dtype.short for t in op.outputs})
+        key = f"{'+'.join(reads) or '-'} -> {'+'.join(writes)}"
+        row = by_kind.setdefault(op.kind.value, {})
+        row[key] = row.get(key, 0) + 1
+    return {"requested": requested, "policy": policy, "accumulate": "float32",
+            "by_kind": dict(sorted(by_kind.items()))}
 
 
 # -- graph.json: what `aitgen inspect DIR` draws -------------------------------------------------

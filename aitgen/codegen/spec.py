@@ -51,6 +51,17 @@ class KernelCall:
 # weights compare it with the version they packed at, since set_constants may replace them.
 CONSTANTS_VERSION = "ctx->constants_version"
 
+# A ptrs entry for kernels that bind produced IntVars (ops/dynamic.py): the run's dim table. It is
+# const in the run context because no other kernel may write it; the table itself is the
+# runtime's per-run vector, so writing through it is defined.
+VARS_PTR = "const_cast<int64_t*>(ctx->vars)"
+
+
+@dataclasses.dataclass(frozen=True)
+class VarSlot:
+    """A dims entry: the index of `var` in the dim table (where a kernel writes a produced size)."""
+    var: Any
+
 _DICT = "__dict__"  # marks a frozen dict so _thaw can give it back
 
 

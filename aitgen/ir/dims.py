@@ -245,9 +245,13 @@ class _Atom(Dim):
 
 
 class IntVar(_Atom):
-    """A dynamic size with bounds [lb, ub], bound from the inputs at run time. Equal by identity."""
+    """A dynamic size with bounds [lb, ub], bound from the inputs at run time. Equal by identity.
 
-    def __init__(self, name: str, lb: int, ub: int):
+    `produced=True`: no input's shape gives it; the kernel of the op that creates it (a
+    data-dependent size: NonZero's count, a Reshape whose shape is a run-time tensor) binds it
+    during the run, and buffers are planned at ub (aitgen/ops/dynamic.py)."""
+
+    def __init__(self, name: str, lb: int, ub: int, produced: bool = False):
         check_name(name, "IntVar name")
         lb, ub = as_int(lb, f"IntVar '{name}': lower bound"), as_int(ub, f"IntVar '{name}': upper bound")
         if lb < 0 or ub < lb:
@@ -255,6 +259,7 @@ class IntVar(_Atom):
         if ub > INT64_MAX:
             raise LimitError(f"IntVar '{name}': upper bound {ub} does not fit an int64 (at most {INT64_MAX})")
         self.name, self.lb, self.ub = name, lb, ub
+        self.produced = bool(produced)
 
     lower = property(lambda self: self.lb)
     upper = property(lambda self: self.ub)

@@ -35,6 +35,15 @@ class DType(enum.Enum):
     float8_e5m2 = "float8_e5m2"
     float8_e4m3fnuz = "float8_e4m3fnuz"
     float8_e5m2fnuz = "float8_e5m2fnuz"
+    # Sub-byte types, one element per byte (unpacked, as ml_dtypes holds them): the value in the low
+    # bits, the rest zero (int4 -1 is 0x0f). ONNX packs two (four) per byte; the loader unpacks.
+    int4 = "int4"
+    uint4 = "uint4"
+    int2 = "int2"
+    uint2 = "uint2"
+    float4_e2m1fn = "float4_e2m1fn"
+    # ONNX FLOAT8E8M0: a power of two 2^(bits - 127) or NaN (0xff); no sign, no zero
+    float8_e8m0fnu = "float8_e8m0fnu"
 
     @property
     def np(self) -> np.dtype:
@@ -56,7 +65,21 @@ class DType(enum.Enum):
 
     @property
     def is_unsigned(self) -> bool:
-        return self in (DType.uint8, DType.uint16, DType.uint32, DType.uint64)
+        return self in (DType.uint8, DType.uint16, DType.uint32, DType.uint64, DType.uint4, DType.uint2)
+
+    @property
+    def is_subbyte_int(self) -> bool:
+        """int4/uint4/int2/uint2: integers narrower than their byte of storage."""
+        return self in _SUBBYTE_INTS
+
+    @property
+    def int_range(self) -> tuple[int, int]:
+        """Smallest and largest value of an integer type (sub-byte ones included)."""
+        if self in _SUBBYTE_INTS:
+            bits = _SUBBYTE_INTS[self]
+            return (0, (1 << bits) - 1) if self.is_unsigned else (-(1 << (bits - 1)), (1 << (bits - 1)) - 1)
+        i = np.iinfo(self.np)
+        return int(i.min), int(i.max)
 
     @property
     def is_fp8(self) -> bool:
@@ -91,9 +114,13 @@ _NP = {
     DType.uint64: np.dtype(np.uint64),
 }
 _FP8 = (DType.float8_e4m3fn, DType.float8_e5m2, DType.float8_e4m3fnuz, DType.float8_e5m2fnuz)
-_FLOATS = (DType.float32, DType.float16, DType.bfloat16, DType.float64) + _FP8
-_INTS = (DType.int8, DType.int16, DType.int32, DType.int64, DType.uint8, DType.uint16, DType.uint32, DType.uint64)
-_ML_DTYPES = ("bfloat16",) + tuple(t.value for t in _FP8)  # ml_dtypes spells them as we do
+_FLOATS = (DType.float32, DType.float16, DType.bfloat16, DType.float64) + _FP8 + (DType.float4_e2m1fn,
+                                                                                  DType.float8_e8m0fnu)
+_SUBBYTE_INTS = {DType.int4: 4, DType.uint4: 4, DType.int2: 2, DType.uint2: 2}  # value bits
+_INTS = (DType.int8, DType.int16, DType.int32, DType.int64, DType.uint8, DType.uint16, DType.uint32,
+         DType.uint64) + tuple(_SUBBYTE_INTS)
+# ml_dtypes spells them as we do
+_ML_DTYPES = ("bfloat16",) + tuple(t.value for t in _FP8) + tuple(t.value for t in _SUBBYTE_INTS) + ("float4_e2m1fn", "float8_e8m0fnu")
 
 
 @functools.lru_cache(maxsize=None)
@@ -111,7 +138,8 @@ _SHORT = {
     DType.int32: "i32", DType.int64: "i64", DType.bool: "bool", DType.float64: "f64", DType.int16: "i16",
     DType.uint8: "u8", DType.uint16: "u16", DType.uint32: "u32", DType.uint64: "u64",
     DType.float8_e4m3fn: "f8e4m3fn", DType.float8_e5m2: "f8e5m2", DType.float8_e4m3fnuz: "f8e4m3fnuz",
-    DType.float8_e5m2fnuz: "f8e5m2fnuz",
+    DType.float8_e5m2fnuz: "f8e5m2fnuz", DType.int4: "i4", DType.uint4: "u4", DType.int2: "i2", DType.uint2: "u2",
+    DType.float4_e2m1fn: "f4e2m1", DType.float8_e8m0fnu: "f8e8m0",
 }
 _ALIASES = {"float": DType.float32, "half": DType.float16, "fp32": DType.float32, "fp16": DType.float16,
             "bf16": DType.bfloat16, "f32": DType.float32, "f16": DType.float16, "i8": DType.int8,
@@ -146,5 +174,9 @@ def as_dtype(d) -> DType:
 
 
 def compute_dtype(d: DType) -> np.dtype:
-    """The numpy type the oracle computes in: float32 for every float storage type but float64."""
+    """The numpy type the oracle computes in: float32 for every float storage type but float64,
+    int32 for the sub-byte integers (ml_dtypes' int4 arithmetic would wrap at 4 bits per step; the
+    kernels compute in 32 bits and wrap once, when they store)."""
+    if d.is_subbyte_int:
+        return np.dtype(np.int32)
     return np.dtype(np.float32) if d.is_low_float else d.np

@@ -84,6 +84,7 @@ class OpKind(enum.Enum):
     MAX_POOL2D = "max_pool2d"
     AVG_POOL2D = "avg_pool2d"
     GLOBAL_AVG_POOL = "global_avg_pool"
+    ROI_ALIGN = "roi_align"  # ONNX RoiAlign over NCHW (ops/roi_align.py)
     # normalisation, softmax, reductions
     BATCHNORM = "batchnorm"
     LAYERNORM = "layernorm"
@@ -101,6 +102,12 @@ class OpKind(enum.Enum):
     CUMSUM = "cumsum"
     CUMPROD = "cumprod"
     TOPK = "top_k"
+    DET = "det"  # determinants of the trailing square matrices (ops/linalg.py)
+    # data-dependent sizes: the kernel binds produced IntVars during the run (aitgen/ops/dynamic.py)
+    BIND_DIMS = "bind_dims"
+    NONZERO = "nonzero"
+    NMS = "non_max_suppression"
+    UNIQUE = "unique"
     # views and memory ops
     RESHAPE = "reshape"
     PERMUTE = "permute"
@@ -110,8 +117,10 @@ class OpKind(enum.Enum):
     PAD = "pad"
     EXPAND = "expand"
     GATHER = "gather"
+    SCATTER_ND = "scatter_nd"  # ONNX ScatterND with run-time indices (ops/scatter.py)
     # attention
     ATTENTION = "attention"
+    LINEAR_ATTENTION = "linear_attention"  # ONNX LinearAttention's recurrence (ops/linear_attention.py)
     # fused: a DAG of element-wise ops evaluated in one pass over memory (aitgen/ops/fused.py)
     FUSED_ELEMENTWISE = "fused_elementwise"
     # horizontal: independent ops of one kind run as one kernel (aitgen/ops/grouped.py)

@@ -96,11 +96,13 @@ def check_plan(graph: Graph, plan: MemoryPlan) -> None:
              for u, (m, off, size, st, en) in enumerate(units)]  # a slice is checked through its root
 
     handoffs: set[tuple[int, int]] = set()
+    # a view and its base are one storage unit: a group member reading either reads the other's bytes
+    storage = lambda t: ("unit", unit_of[id(t)]) if id(t) in unit_of else ("tensor", id(t))  # noqa: E731
     for name, frm, to in plan.in_place:
         op = to.producer  # names are not unique before name_graph; the result knows its op
         if op is None or id(op) not in step or (op.name or op_label(op)) != name or \
                 not any(o is to and any(x is frm for x in ins) and id(frm) not in excl
-                        for ins, o, excl in in_place_candidates(op)):
+                        for ins, o, excl in in_place_candidates(op, storage)):
             fail(f"in-place record ({name}, {frm!r}, {to!r}) is not an element-wise op writing over its operand")
         if id(frm) not in unit_of or id(to) not in unit_of:
             fail(f"in-place record ({name}): {frm!r} or {to!r} is not in the arena")

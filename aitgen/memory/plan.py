@@ -157,7 +157,8 @@ def plan_memory(graph: Graph, caps: Optional[Capabilities] = None) -> MemoryPlan
 
     in_place: list[tuple[str, Tensor, Tensor]] = []
     for i, op in enumerate(graph.ops):
-        for operands, o, excluded in in_place_candidates(op):
+        storage = lambda t: id(buf_of[id(t)]) if id(t) in buf_of else id(t)  # noqa: E731 - views share one
+        for operands, o, excluded in in_place_candidates(op, storage):
             bo = buf_of.get(id(o))
             if bo is None or bo.parent is not None or bo.children:
                 continue
@@ -196,12 +197,15 @@ def _viewed(inputs, attrs) -> set[int]:
     return {id(t) for t, v in zip(inputs, views) if v is not None}
 
 
-def in_place_candidates(op: Op) -> list[tuple[list[Tensor], Tensor, set[int]]]:
+def in_place_candidates(op: Op, storage=id) -> list[tuple[list[Tensor], Tensor, set[int]]]:
     """(operands, result, ids of operands it may not overwrite) for each element-wise result of op
     that could be written over one of its operands: a single-output element-wise op, or each
     single-output member of a grouped element-wise op. Excluded: operands read through a view
     (element i is not where result element i goes) and, in a group, operands another member reads
-    too (the members run in one loop, so that member may read the element after it is overwritten)."""
+    too (the members run in one loop, so that member may read the element after it is overwritten).
+    `storage(t)` names the bytes t lives in: the planner passes its buffers, so that a member reading
+    a reshape view of another member's operand counts as reading that operand (a Det expansion
+    once lost a term to this)."""
     if _category(op) is Category.ELEMENTWISE and len(op.outputs) == 1:
         return [(list(op.inputs), op.outputs[0], _viewed(op.inputs, op.attrs))]
     if op.kind is not OpKind.GROUPED or op.attrs.kind is not OpKind.FUSED_ELEMENTWISE:
@@ -209,12 +213,12 @@ def in_place_candidates(op: Op) -> list[tuple[list[Tensor], Tensor, set[int]]]:
     a = op.attrs
     reads: dict[int, int] = {}
     for ins in a.split(op.inputs):
-        for t in {id(t) for t in ins}:
-            reads[t] = reads.get(t, 0) + 1
+        for k in {storage(t) for t in ins}:
+            reads[k] = reads.get(k, 0) + 1
     out = []
     for m, ins, outs in zip(a.members, a.split(op.inputs), a.split(op.outputs, outputs=True)):
         if len(outs) == 1:
-            shared = {id(t) for t in ins if reads[id(t)] > 1}
+            shared = {id(t) for t in ins if reads[storage(t)] > 1}
             out.append((ins, outs[0], _viewed(ins, m.attrs) | shared))
     return out
 

@@ -14,7 +14,7 @@ from ..ir.op import NoAttrs, OpKind
 from ..ir.tensor import Tensor, constant
 from .registry import Category, make_op1, register
 
-__all__ = ["GeluAttrs", "ClampAttrs", "CastAttrs", "relu", "gelu", "silu", "sigmoid", "tanh", "hardswish", "exp", "log", "sqrt", "rsqrt", "reciprocal", "abs", "neg", "erf", "logical_not", "clamp", "relu6", "cast", "add", "sub", "mul", "div", "pow", "maximum", "minimum", "equal", "not_equal", "less", "less_equal", "greater", "greater_equal", "logical_and", "logical_or", "where",
+__all__ = ["GeluAttrs", "ClampAttrs", "CastAttrs", "relu", "gelu", "silu", "sigmoid", "tanh", "hardswish", "exp", "log", "sqrt", "rsqrt", "reciprocal", "abs", "neg", "erf", "logical_not", "clamp", "relu6", "cast", "bitcast", "add", "sub", "mul", "div", "pow", "maximum", "minimum", "equal", "not_equal", "less", "less_equal", "greater", "greater_equal", "logical_and", "logical_or", "where",
            "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "expm1",
            "log1p", "floor", "ceil", "round", "sign", "isnan", "isinf", "bitwise_not", "mod", "fmod",
            "bitwise_and", "bitwise_or", "bitwise_xor", "shift_left", "shift_right"]
@@ -39,6 +39,38 @@ class CastAttrs:
     # ONNX Cast (opset 19+) to a float8 type: out-of-range values clamp to the largest finite value
     # (True, ONNX's default) or overflow to inf/NaN (False, numpy's astype). Other targets ignore it.
     saturate: bool = True
+    # ONNX BitCast: the same bits read as `dtype` (of the same width), not a conversion of the value
+    bitcast: bool = False
+    # ONNX Cast (opset 25+) to float8 e8m0: "up" (the default), "down" or "nearest"
+    round_mode: str = "up"
+
+
+E8M0_ROUND_MODES = ("up", "down", "nearest")  # codes 0, 1, 2 of ait::e8m0_cast (e8m0.h)
+
+
+def _to_e8m0(x, saturate: bool, mode: str):
+    """onnx's rule (numpy_helper.to_float8e8m0) on the float32 bits: the exponent field, rounded
+    up by the mantissa as `mode` says; NaN/inf give 0xff; saturate keeps 2^127 from rounding to NaN.
+    The sign is ignored, as there."""
+    import ml_dtypes
+    u = np.array(x, dtype=np.float32, order="C").view(np.uint32)
+    e = ((u >> 23) & 0xFF).astype(np.uint16)
+    if mode == "up":
+        up = (u & 0x7FFFFF) != 0
+    elif mode == "nearest":
+        up = ((u & 0x400000) != 0) & (((u & 0x200000) != 0) | ((u & 0x1FFFFF) != 0) | (e > 0))
+    else:
+        up = np.zeros(u.shape, bool)
+    up &= e != 0xFF
+    if saturate:
+        up &= e != 0xFE
+    return (e + up).astype(np.uint8).view(ml_dtypes.float8_e8m0fnu)
+
+
+# Types whose compute value holds their stored bits (not float16/bfloat16/float8, which compute in
+# float32, nor the sub-byte types): what bitcast reinterprets.
+_BITCASTABLE = (DType.float32, DType.float64, DType.int8, DType.int16, DType.int32, DType.int64, DType.uint8,
+                DType.uint16, DType.uint32, DType.uint64, DType.bool)
 
 
 # -- broadcasting ---------------------------------------------------------------------------
@@ -115,8 +147,17 @@ def _clamp(x, a):
 
 
 def _cast(x, a):
+    if a.bitcast:
+        return np.array(x, order="C").view(a.dtype.np)  # (ascontiguousarray would make a 0-d array 1-d)
+    if a.dtype is DType.float8_e8m0fnu:
+        return _to_e8m0(x.astype(np.float32), a.saturate, a.round_mode)
     if a.dtype.is_int and x.dtype.kind == "f":
         x = np.trunc(x)  # C semantics: toward zero
+        if a.dtype.is_subbyte_int:
+            # as ml_dtypes (onnx's reference, astype): a value outside the range (NaN too) gives 0
+            lo, hi = a.dtype.int_range
+            with np.errstate(invalid="ignore"):
+                x = np.where((x >= lo) & (x <= hi), x, 0).astype(x.dtype)
     if a.dtype.is_fp8:
         if a.saturate and x.dtype.kind == "f":  # as onnx's reference (numpy_helper.saturate_cast)
             m = np.finfo(a.dtype.np).max
@@ -231,14 +272,31 @@ def relu6(x: Tensor, name=None) -> Tensor:
     return clamp(x, 0.0, 6.0, name=name)
 
 
-def cast(x: Tensor, dtype, name=None, saturate: bool = True) -> Tensor:
+def cast(x: Tensor, dtype, name=None, saturate: bool = True, round_mode: str = "up") -> Tensor:
     """Convert to `dtype` (floats to integers truncate toward zero). `saturate` matters only for a
     float8 target: clamp out-of-range values to its largest finite value (ONNX Cast's default)."""
     try:
         dt = as_dtype(dtype)
     except DTypeError as e:
         raise DTypeError(f"cast{f' {name!r}' if name else ''}: {e}") from None
-    return _unary(OpKind.CAST, x, CastAttrs(dt, bool(saturate)), name)
+    if round_mode not in E8M0_ROUND_MODES:
+        raise ValueError(f"cast: round_mode must be one of {E8M0_ROUND_MODES}, got {round_mode!r}")
+    if dt is not DType.float8_e8m0fnu:
+        round_mode = "up"  # matters only for e8m0: one spelling keeps equal casts equal
+    return _unary(OpKind.CAST, x, CastAttrs(dt, bool(saturate), round_mode=round_mode), name)
+
+
+def bitcast(x: Tensor, dtype, name=None) -> Tensor:
+    """x's bits read as `dtype`, which has the same width (ONNX BitCast). float16, bfloat16, float8
+    and sub-byte types are refused: their kernels compute in float32/int32, not in their bits."""
+    dt = as_dtype(dtype)
+    for d, what in ((x.dtype, "operand"), (dt, "target")):
+        if d not in _BITCASTABLE or (what == "target" and d is DType.bool):
+            raise DTypeError(f"bitcast{f' {name!r}' if name else ''}: {what} dtype {d} is not supported "
+                             f"(supported: {', '.join(t.value for t in _BITCASTABLE)}; bool only as the operand)")
+    if x.dtype.itemsize != dt.itemsize:
+        raise DTypeError(f"bitcast{f' {name!r}' if name else ''}: {x.dtype} and {dt} differ in width")
+    return _unary(OpKind.CAST, x, CastAttrs(dt, True, bitcast=True), name)
 
 
 # -- binary ---------------------------------------------------------------------------------

@@ -44,7 +44,7 @@ def _scan_ref(fn, unit):
         a = attrs.axis
         v = np.flip(x, a) if attrs.reverse else x
         out = fn(v, axis=a, dtype=x.dtype)
-        if attrs.exclusive:  # shift by one along the axis, the identity first
+        if attrs.exclusive and out.shape[a] > 0:  # shift by one along the axis, the identity first
             first = np.full_like(np.take(out, [0], axis=a), unit)
             out = np.concatenate([first, np.take(out, np.arange(out.shape[a] - 1), axis=a)], axis=a)
         return [np.flip(out, a) if attrs.reverse else out]

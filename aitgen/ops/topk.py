@@ -13,7 +13,7 @@ import dataclasses
 import numpy as np
 
 from ..errors import DTypeError, RuntimeInputError, ShapeError
-from ..ir.dims import IntImm
+from ..ir.dims import IntImm, IntVar
 from ..ir.dtype import DType
 from ..ir.op import OpKind
 from ..ir.tensor import Tensor
@@ -25,7 +25,7 @@ __all__ = ["TopKAttrs", "top_k"]
 
 @dataclasses.dataclass(frozen=True)
 class TopKAttrs:
-    k: int
+    k: "int | IntVar"       # an IntVar: a size bound during the run (K fed as data, ops/dynamic.py)
     axis: int               # normalised, >= 0
     largest: bool = True
 
@@ -37,15 +37,17 @@ def _infer(inputs, attrs: TopKAttrs):
     ax, k = attrs.axis, attrs.k
     check(isinstance(ax, int) and 0 <= ax < x.ndim, f"axis {ax!r} must be normalised to [0, {x.ndim})")
     n = x.shape[ax]
-    check(isinstance(k, int) and 0 <= k <= n.lower,
+    produced = isinstance(k, IntVar) and k.produced and k.ub <= n.upper
+    check(produced or isinstance(k, int) and 0 <= k <= n.lower,
           f"k={k!r} must be an int in [0, {n.lower}]: axis {ax} has size {n}"
           + (f" (at least {n.lower})" if not n.is_static else ""))
-    shape = tuple(IntImm(k) if i == ax else d for i, d in enumerate(x.shape))
+    shape = tuple((k if produced else IntImm(k)) if i == ax else d for i, d in enumerate(x.shape))
     return [(shape, x.dtype), (shape, DType.int64)]
 
 
 def _ref(args, attrs: TopKAttrs, ctx):
     x, ax, k = args[0], attrs.axis, attrs.k
+    k = k.evaluate(ctx.env) if isinstance(k, IntVar) else k
     n = x.shape[ax]
     if k > n:
         raise RuntimeInputError(f"top_k: k={k} exceeds the size {n} of axis {ax} (shape {list(x.shape)})")
@@ -66,9 +68,11 @@ def top_k(x: Tensor, k: int, axis: int = -1, largest: bool = True, name=None) ->
     """(values, int64 indices) of the k largest (or smallest) elements along `axis`, best first."""
     label = "top_k" + (f" '{name}'" if name else "")
     for what, v in (("axis", axis), ("k", k)):
+        if isinstance(v, IntVar) and v.produced and what == "k":
+            continue
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
             raise ShapeError(f"{label}: {what} must be an int, got {v!r}")
     if isinstance(x, Tensor) and x.ndim:
         (axis,) = normalize_axes(int(axis), x.ndim, label)
-    values, indices = make_op(OpKind.TOPK, [x], TopKAttrs(int(k), int(axis), bool(largest)), name)
+    values, indices = make_op(OpKind.TOPK, [x], TopKAttrs(k if isinstance(k, IntVar) else int(k), int(axis), bool(largest)), name)
     return values, indices

@@ -23,6 +23,7 @@ import dataclasses
 from typing import Optional
 
 from ..errors import AitgenError
+from ..ir.dtype import DType
 from ..ir.graph import Graph
 from ..ir.op import Op, OpKind
 from ..ir.tensor import Tensor
@@ -34,13 +35,15 @@ MAX_REGION = 64  # element-wise ops explored past one result: bounds the quadrat
 _HAS_BIAS_SLOT = (OpKind.GEMM, OpKind.CONV2D, OpKind.CONV_TRANSPOSE2D)  # third own operand: a bias [N]
 
 
-def absorb_epilogues(graph: Graph, kinds: tuple[OpKind, ...]) -> Graph:
+def absorb_epilogues(graph: Graph, kinds: tuple[OpKind, ...], widen: frozenset = frozenset()) -> Graph:
+    """`widen`: kinds (Capabilities.epilogue_widen) whose bf16 result may leave the epilogue as
+    float32; any other epilogue ends in the op's own dtype."""
     outs = output_ids(graph)
     pos = {id(op): i for i, op in enumerate(graph.ops)}
     dead: set[int] = set()
     for op in list(graph.ops):
         if op.kind in kinds and id(op) not in dead:
-            _absorb(graph, op, outs, pos, dead)
+            _absorb(graph, op, outs, pos, dead, op.kind in widen)
     graph.sort()
     return graph
 
@@ -81,14 +84,14 @@ def _region(y: Tensor, dead: set[int]) -> list[Op]:
 
 
 def _cut(y: Tensor, region: list[Op], outs: set[int], pos: dict[int, int],
-         room: int) -> Optional[tuple[list[Op], Tensor, list[Tensor]]]:
+         room: int, widen: bool = False) -> Optional[tuple[list[Op], Tensor, list[Tensor]]]:
     """The largest valid D(z): (ops in schedule order, z, extra operands), or None."""
     in_region = {id(op.outputs[0]): op for op in region}
     best = None
     for op in sorted(region, key=lambda o: pos.get(id(o), 0)):
         z = op.outputs[0]
-        if z.dtype != y.dtype:
-            continue  # the kernel stores the epilogue's result in the op's own type
+        if z.dtype != y.dtype and not (widen and y.dtype is DType.bfloat16 and z.dtype is DType.float32):
+            continue  # the kernel stores the epilogue's result in the op's own type (or bf16's float32)
         members: dict[int, Op] = {}
         stack = [z]
         while stack:  # ancestors of z inside the region
@@ -133,7 +136,8 @@ def _bias_candidate(anchor: Op, y: Tensor, ops_d: list[Op]) -> Optional[tuple[Op
     return u, v
 
 
-def _absorb(graph: Graph, anchor: Op, outs: set[int], pos: dict[int, int], dead: set[int]) -> None:
+def _absorb(graph: Graph, anchor: Op, outs: set[int], pos: dict[int, int], dead: set[int],
+            widen: bool = False) -> None:
     if len(anchor.outputs) != 1:
         return
     y = anchor.outputs[0]
@@ -144,7 +148,7 @@ def _absorb(graph: Graph, anchor: Op, outs: set[int], pos: dict[int, int], dead:
     region = _region(y, dead)
     if not region:
         return
-    found = _cut(y, region, outs, pos, MAX_EXTRA - len(old_extras))
+    found = _cut(y, region, outs, pos, MAX_EXTRA - len(old_extras), widen)
     if found is None:
         return
     ops_d, z, extras = found

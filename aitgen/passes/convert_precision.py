@@ -1,5 +1,14 @@
 """convert_precision: run a float32 graph in float16 or bfloat16 (opts.precision).
 
+Two policies (opts.precision_policy; None takes the backend's default, Capabilities.mixed_precision):
+- "mixed" (the CPU's bfloat16): torch.autocast's. GEMM/BMM/conv/attention read the narrow type; every
+  other op computes in the dtypes its operands bring; an element-wise op is float32 when a full-size
+  operand is (torch's promotion; constants and broadcast operands follow the others). So BERT's
+  residual stream and layernorms stay float32 and a bf16 score plus a float32 mask stays bf16. Where
+  the backend lets a bf16 product's epilogue end in float32 (Capabilities.epilogue_widen), the fusion
+  passes then give the residual add to the GEMM, which writes its float32 accumulator unrounded.
+- "uniform" (described below): every float tensor narrow.
+
 Every float32 constant becomes a new array of the target type (the old one may be shared), every
 float32 result the target type (casts *to* float32 inside the graph, and float32 nodes of fused
 expressions and epilogues, retarget too), and the graph's edges keep their declared dtypes: a
@@ -20,25 +29,31 @@ is now float16 becomes a cast to float16 of a float16 value) and merge the casts
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, Optional
 
 from ..errors import DTypeError
 from ..ir.dtype import DType, as_dtype
 from ..ir.graph import Graph
-from ..ir.op import OpKind
+from ..ir.op import Op, OpKind
+from ..ir.opdef import Category
+from ..ir.tensor import Tensor
+from ..ops.elementwise import broadcast_shapes
 from ..ops.elementwise import CastAttrs
-from ..ops.registry import infer_types, make_op1
+from ..ops.registry import get_opdef, infer_types, make_op1
 from ..options import CompileOptions
 
 _TARGETS = (DType.float16, DType.bfloat16)
 
 
 def convert_precision(graph: Graph, opts: CompileOptions) -> Graph:
+    """The uniform policy here; the mixed one in _mixed."""
     if opts.precision is None:
         return graph
     target = as_dtype(opts.precision)
     if target not in _TARGETS:
         raise DTypeError(f"precision {opts.precision!r}: expected one of {[t.value for t in _TARGETS]}")
+    if _policy(opts, target) == "mixed":  # the CPU bfloat16 default: torch.autocast's policy
+        return _mixed(graph, target)
     f32 = DType.float32
     ops = list(graph.ops)   # the ops of the original graph, in order; the casts added below are not among them
     declared = {name: t.dtype for name, t in graph.outputs.items()}
@@ -63,15 +78,116 @@ def convert_precision(graph: Graph, opts: CompileOptions) -> Graph:
         for out, (_, dtype) in zip(op.outputs, types):
             out.dtype = dtype
 
+    _restore_outputs(graph, declared)
+    graph.sort()
+    return graph
+
+
+def precision_policy(opts: CompileOptions) -> Optional[str]:
+    """The policy `opts.precision` runs under ("mixed" / "uniform"), None without a precision;
+    report.json's precision.policy."""
+    return None if opts.precision is None else _policy(opts, as_dtype(opts.precision))
+
+
+def _policy(opts: CompileOptions, target: DType) -> str:
+    """opts.precision_policy, else the backend's default (backend.yaml mixed_precision, through
+    opts.caps); "uniform" where no backend was asked (passes run by hand on bare options)."""
+    if opts.precision_policy is not None:  # CompileOptions checked it
+        return opts.precision_policy
+    mixed = opts.caps.mixed_precision if opts.caps is not None else frozenset()
+    return "mixed" if target.value in mixed else "uniform"
+
+
+# -- the mixed policy -------------------------------------------------------------------------
+# torch.autocast's, so that the narrow build is at least as accurate as autocast on the same model:
+# the matmul family reads bf16 (and accumulates in float32 in its kernel); every other op computes in
+# what its operands bring, and element-wise ops promote as torch does, so a float32 residual stream
+# (embeddings -> layernorm -> residual adds -> layernorm) stays float32 while the GEMMs between run bf16.
+
+_NARROW = frozenset({OpKind.GEMM, OpKind.BMM, OpKind.CONV2D, OpKind.CONV_TRANSPOSE2D, OpKind.ATTENTION})
+
+
+def _operand_dtypes(op: Op, cur: list[DType], target: DType) -> list[DType]:
+    """The dtype `op` reads each operand in, given the operands' (new) dtypes `cur`."""
+    f32 = DType.float32
+    floats = [i for i, c in enumerate(cur) if c.is_float]
+    if any(cur[i] not in (f32, target) for i in floats):
+        return cur   # float16/float64 operands: the user chose those; leave the op alone
+    if op.kind in _NARROW:
+        return [target if c.is_float else c for c in cur]
+    if get_opdef(op.kind).category is Category.ELEMENTWISE:
+        if op.kind is OpKind.CAST or not floats:
+            return cur
+        full = broadcast_shapes(*[t.shape for t in op.inputs])
+        # "Strong" operands are full-size activations; constants and broadcast operands (a bias, a
+        # scale, an attention mask) are "weak" and follow them (torch's scalars do the same), so
+        # that a bf16 score plus a float32 mask stays bf16 and the attention pattern stays whole.
+        strong = {cur[i] for i in floats if not op.inputs[i].is_constant and tuple(op.inputs[i].shape) == tuple(full)}
+        d = f32 if f32 in strong else target if target in strong or target in {cur[i] for i in floats} else f32
+        return [d if c.is_float else c for c in cur]
+    # Norms, softmax, reductions, pools, views, gathers: their kernels compute in float32 whatever
+    # they store; operands follow the first computed float operand (a norm's weights follow x).
+    first = next((cur[i] for i in floats if not op.inputs[i].is_constant), None)
+    return cur if first is None else [first if c.is_float else c for c in cur]
+
+
+def _mixed(graph: Graph, target: DType) -> Graph:
+    ops = list(graph.ops)
+    declared = {name: t.dtype for name, t in graph.outputs.items()}
+    # Phase 1, in schedule order: the dtype each op reads each operand in, and its results' dtypes.
+    # Stand-in tensors carry new dtypes into inference, so nothing changes before every reader of a
+    # constant has been seen.
+    eff: dict[int, DType] = {}                   # id(result) -> its new dtype
+    uses: list[tuple[Op, Tensor, DType, DType]] = []  # float operand uses: (reader, tensor, its dtype, read in)
+    plan: dict[int, tuple[Any, list[DType]]] = {}
+    for op in ops:
+        cur = [eff.get(id(t), t.dtype) for t in op.inputs]
+        want = _operand_dtypes(op, cur, target)
+        stand = [t if w is t.dtype else Tensor(t.shape, w) for t, w in zip(op.inputs, want)]
+        attrs = _retarget(op.attrs, target) if op.kind in _NARROW else op.attrs
+        types = [d for _, d in infer_types(op.kind, stand, attrs, op.name)]
+        plan[id(op)] = (attrs, types)
+        eff.update((id(o), d) for o, d in zip(op.outputs, types))
+        uses += [(op, t, c, w) for t, c, w in zip(op.inputs, cur, want) if w.is_float]
+    # Phase 2: a constant every reader wants in one dtype becomes that dtype in place (it keeps its
+    # name: set_constants then takes arrays of that dtype, as in the uniform policy). Any other
+    # tensor read in another dtype gets one cast per dtype, shared by its readers; fusion later takes
+    # the cast into the producer's epilogue, the reader's prologue or an element-wise group.
+    const_wants: dict[int, set] = {}
+    for _, t, _, w in uses:
+        if t.is_constant:
+            const_wants.setdefault(id(t), set()).add(w)
+    casts: dict[tuple[int, DType], Tensor] = {}
+    for op, t, cur, w in uses:
+        if w is cur or (t.is_constant and w is t.dtype):   # cur: the operand's new dtype
+            continue
+        if t.is_constant and len(const_wants[id(t)]) == 1:
+            value = t.value.astype(w.np)   # a new array: the float32 one may be shared
+            value.setflags(write=False)
+            t.dtype, t.value = w, value
+            continue
+        key = (id(t), w)
+        if key not in casts:
+            casts[key] = make_op1(OpKind.CAST, [t], CastAttrs(w))
+        op.replace_input(t, casts[key])
+    for op in ops:
+        op.attrs, types = plan[id(op)]
+        for out, d in zip(op.outputs, types):
+            out.dtype = d
+    _restore_outputs(graph, declared)
+    graph.sort()
+    return graph
+
+
+def _restore_outputs(graph: Graph, declared: dict) -> None:
+    """A float32 output that is now narrower is cast back where it leaves; it keeps its name."""
     for name, t in list(graph.outputs.items()):
-        if declared[name] is f32 and t.dtype is target:
-            wide = make_op1(OpKind.CAST, [t], CastAttrs(f32))
+        if declared[name] is DType.float32 and t.dtype is not DType.float32 and t.dtype.is_float:
+            wide = make_op1(OpKind.CAST, [t], CastAttrs(DType.float32))
             wide.name = t.name
             t.name = None   # the output keeps its name; the narrow value gets one from name_graph
             t.is_output = False
             graph.outputs[name] = wide
-    graph.sort()
-    return graph
 
 
 def _retarget(value: Any, target: DType) -> Any:

@@ -23,4 +23,4 @@ from ._epilogue import absorb_epilogues
 def fuse_conv_elementwise(graph: Graph, opts: CompileOptions) -> Graph:
     if not opts.fusion:
         return graph
-    return absorb_epilogues(graph, (OpKind.CONV2D, OpKind.CONV_TRANSPOSE2D))
+    return absorb_epilogues(graph, (OpKind.CONV2D, OpKind.CONV_TRANSPOSE2D), opts.caps.epilogue_widen if opts.caps is not None else frozenset())

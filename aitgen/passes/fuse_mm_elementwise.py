@@ -20,4 +20,4 @@ from ._epilogue import absorb_epilogues
 def fuse_mm_elementwise(graph: Graph, opts: CompileOptions) -> Graph:
     if not opts.fusion:
         return graph
-    return absorb_epilogues(graph, (OpKind.GEMM, OpKind.BMM))
+    return absorb_epilogues(graph, (OpKind.GEMM, OpKind.BMM), opts.caps.epilogue_widen if opts.caps is not None else frozenset())

@@ -99,11 +99,40 @@ _SM90_16 = (
 )
 
 
-def gemm_candidates(arch: str, dtype: DType, *, tensor_cores: bool = True) -> tuple[GemmConfig, ...]:
+# float32 on CUDA cores (CUTLASS's SIMT sgemm: alignment 1, so any K, N and pointer; cp.async of
+# 4 bytes feeds a 4-5 stage pipeline). The tiles are CUTLASS's own sm_80 SIMT list; warp tile =
+# tile / warp count, K tile 8.
+_SM80_SIMT = (
+    _sm80((128, 128, 8), (32, 64, 8), 4),
+    _sm80((256, 128, 8), (64, 64, 8), 4),
+    _sm80((128, 256, 8), (64, 64, 8), 4),
+    _sm80((128, 64, 8), (64, 32, 8), 5),
+    _sm80((64, 128, 8), (32, 64, 8), 5),
+    _sm80((64, 64, 8), (32, 64, 8), 5),
+    _sm80((128, 32, 8), (64, 32, 8), 5),
+    _sm80((32, 128, 8), (32, 64, 8), 5),
+)
+# 16-bit operands whose rows are not 4-byte aligned (an odd K or N): cp.async moves 4, 8 or 16
+# bytes, so these run the two-stage pipelined mainloop (plain loads, any alignment) on the same
+# tensor cores: CUTLASS's sm_75 list, which it instantiates at alignment 1.
+_SM80_16_NARROW = (
+    _sm80((128, 128, 32), (64, 64, 32), 2),
+    _sm80((128, 256, 32), (64, 64, 32), 2),
+    _sm80((256, 128, 32), (64, 64, 32), 2),
+    _sm80((128, 64, 32), (64, 32, 32), 2),
+    _sm80((64, 128, 32), (32, 64, 32), 2),
+    _sm80((64, 64, 32), (32, 32, 32), 2),
+)
+
+
+def gemm_candidates(arch: str, dtype: DType, *, tensor_cores: bool = True, narrow: bool = False) -> tuple[GemmConfig, ...]:
     """Every config the profiler may time for a GEMM of `dtype` operands on `arch`. sm_90a
-    kernels need 16-byte (TMA) aligned 16-bit operands; callers fall back to the sm_80 list."""
+    kernels need 16-byte (TMA) aligned 16-bit operands; callers fall back to the sm_80 list.
+    float32 without tensor cores: the SIMT list; `narrow`: 16-bit rows under 4 bytes aligned."""
     if dtype is DType.float32:
-        return _SM80_TF32 if tensor_cores else ()
+        return _SM80_TF32 if tensor_cores else _SM80_SIMT
+    if narrow:
+        return _SM80_16_NARROW
     if arch == "sm_90a":
         return _SM90_16
     return _SM80_16

@@ -46,7 +46,12 @@ SAFETENSORS_DTYPE = {DType.float32: "F32", DType.float16: "F16", DType.bfloat16:
                      DType.int16: "I16", DType.uint8: "U8", DType.uint16: "U16", DType.uint32: "U32",
                      DType.uint64: "U64", DType.float8_e4m3fn: "F8_E4M3", DType.float8_e5m2: "F8_E5M2",
                      # safetensors has no names for the fnuz forms; ours are read only by us
-                     DType.float8_e4m3fnuz: "F8_E4M3FNUZ", DType.float8_e5m2fnuz: "F8_E5M2FNUZ"}
+                     DType.float8_e4m3fnuz: "F8_E4M3FNUZ", DType.float8_e5m2fnuz: "F8_E5M2FNUZ",
+                     # one element per byte (unpacked): safetensors has no such types, so their
+                     # bytes (compiler.write_weights)
+                     DType.int4: "U8", DType.uint4: "U8", DType.int2: "U8", DType.uint2: "U8",
+                     DType.float4_e2m1fn: "U8",
+                     DType.float8_e8m0fnu: "F8_E8M0"}
 
 
 @dataclasses.dataclass(frozen=True)

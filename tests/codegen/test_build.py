@@ -124,6 +124,44 @@ def test_editing_an_included_header_invalidates_the_object(tmp_path, cache):
     assert ctypes.CDLL(str(res.out_so)).value() == 2
 
 
+def test_a_cache_filled_here_serves_a_checkout_and_toolchain_elsewhere(tmp_path, cache):
+    """Issue 12's prebuilt objects: the GPU machine's checkout, include dirs and compiler sit at other
+    paths than the machine that filled the cache. Moved include dirs (-I and -isystem) and a moved
+    workdir still hit; a header that differs there still misses."""
+    here, there = tmp_path / "here", tmp_path / "there"
+    for root in (here, there):
+        (root / "inc").mkdir(parents=True)
+        (root / "sys").mkdir()
+        (root / "inc" / "cfg.h").write_text("#define VALUE 5\n")
+        (root / "sys" / "lib.h").write_text("#define TWICE(x) (2 * (x))\n")
+    src = [Source("v.cpp", '#include "cfg.h"\n#include <lib.h>\nextern "C" int value() { return TWICE(VALUE); }\n')]
+
+    def flags(root):
+        return FLAGS + [f"-I{root / 'inc'}", "-isystem", str(root / "sys")]
+    first = _build(tmp_path, cache, "p1", sources=src, flags=flags(here), workdir=here / "work")
+    assert first.cache_misses == 1
+    (entry,) = _entries(cache)
+    head = entry.read_bytes().partition(b"\n")[0].decode()
+    assert str(here) not in head and "$INC0/cfg.h" in head   # the recorded header names no path of here
+    moved = _build(tmp_path, cache, "p2", sources=src, flags=flags(there), workdir=there / "work")
+    assert (moved.cache_hits, moved.cache_misses) == (1, 0)
+    assert ctypes.CDLL(str(moved.out_so)).value() == 10
+    (there / "inc" / "cfg.h").write_text("#define VALUE 6\n")   # the same name, other content: a miss
+    changed = _build(tmp_path, cache, "p3", sources=src, flags=flags(there), workdir=there / "work2")
+    assert changed.cache_misses == 1 and ctypes.CDLL(str(changed.out_so)).value() == 12
+    # A flag other than an include dir still counts.
+    assert _build(tmp_path, cache, "p4", sources=src, flags=flags(there) + ["-DX=1"],
+                  workdir=there / "work3").cache_misses == 1
+
+
+def test_portable_flags_name_include_dirs_by_position():
+    flags = ["-O2", "-I/a/inc", "-isystem", "/b/sys", "-isystem/c", "-L/lib", "-I", "/a/inc"]
+    roots = B.include_roots(flags)
+    assert roots == ["/a/inc", "/b/sys", "/c", "/a/inc"]
+    assert B.portable_flags(flags, roots) == ["-O2", "-I$INC0", "-isystem", "$INC1", "-isystem$INC2", "-L/lib",
+                                              "-I", "$INC0"]
+
+
 def test_a_syntax_error_raises_build_error_with_command_source_and_error_line(tmp_path, cache):
     bad = THREE[:2] + [Source("broken.cpp", 'extern "C" int f() {\n  return 1 +;\n}\n')]
     with pytest.raises(BuildError) as info:

@@ -4,7 +4,8 @@
     python -m tests.conformance.run --ops Conv,Gemm --out /tmp/conf   # some op types only
     python -m tests.conformance.run --subset       # the default-tier subset (see SUBSET_PER_OP)
 
-Per case: `load()` it; UnsupportedOpError -> "unsupported" (its message recorded), any other
+Per case: `load()` it, its integer inputs fed as data (`--freeze` pins those a converter needs
+at import time, off by default); UnsupportedOpError -> "unsupported" (its message recorded), any other
 error -> "fail". Imported cases also run through the numpy oracle (column `oracle`, a
 diagnostic), then are built in batches, one CPU model per batch (conf_worker.py, a subprocess
 each); a batch that fails to build or crashes is split in halves until the culprit is alone.
@@ -47,8 +48,12 @@ WORKER_TIMEOUT = 1200  # seconds for one batch build + run
 _NEEDS_CONST = re.compile(r"\(\w+, '([^']+)'\) must be known at import time")
 
 
-def import_case(case) -> dict:
-    """Import one case in-process and check it with the oracle: the record before any build."""
+def import_case(case, freeze: bool = False) -> dict:
+    """Import one case in-process and check it with the oracle: the record before any build.
+
+    Integer inputs (shapes, axes, K, pads) are fed as run-time data, as onnxruntime takes them.
+    `freeze` (off unless asked: `--freeze`) pins an input that a converter needs while importing
+    to the case's value, as a user may with load(constant_inputs=...); such records say which."""
     import aitgen as ag
     from aitgen.errors import AitgenError, UnsupportedOpError
     from aitgen.ir.graph import topo_order
@@ -63,7 +68,7 @@ def import_case(case) -> dict:
                 # An op that needs a value while compiling (axes, a shape, scales) fed as data: pin
                 # that input to the case's value, as a user would with load(constant_inputs=...).
                 m = _NEEDS_CONST.search(str(e))
-                name = m.group(1) if m else None
+                name = m.group(1) if m and freeze else None
                 if name is None or name in frozen or name not in freezable(case):
                     raise
                 frozen.append(name)
@@ -162,12 +167,12 @@ def subset(cases: list, records: dict, per_op: int = SUBSET_PER_OP) -> list:
     return keep
 
 
-def run(ops=None, use_subset: bool = False, with_ort: bool = True, log=print) -> dict:
+def run(ops=None, use_subset: bool = False, with_ort: bool = True, log=print, freeze: bool = False) -> dict:
     t0 = time.perf_counter()
     cases = nodecases.collect()
     if ops:
         cases = [c for c in cases if c.op in ops]
-    records = {c.name: import_case(c) for c in cases}
+    records = {c.name: import_case(c, freeze) for c in cases}
     built = subset(cases, records) if use_subset else cases
     chosen = {c.name for c in built}
     for c in cases:  # imported and checked by the oracle, not built
@@ -266,8 +271,10 @@ def main(argv=None) -> int:
     ap.add_argument("--subset", action="store_true", help=f"{SUBSET_PER_OP} imported cases per op type")
     ap.add_argument("--no-ort", action="store_true", help="skip onnxruntime")
     ap.add_argument("--out", type=Path, default=RESULTS)
+    ap.add_argument("--freeze", action="store_true",
+                    help="pin integer inputs that a converter needs at import time (load(constant_inputs=...))")
     a = ap.parse_args(argv)
-    res = run(ops=set(a.ops.split(",")) if a.ops else None, use_subset=a.subset, with_ort=not a.no_ort)
+    res = run(ops=set(a.ops.split(",")) if a.ops else None, use_subset=a.subset, with_ort=not a.no_ort, freeze=a.freeze)
     write(res, a.out)
     print(json.dumps(res["summary"], indent=1), json.dumps(res["seconds"]))
     return 0

@@ -438,3 +438,19 @@ def test_full_size_arena_is_within_5_percent_of_the_lower_bound(name, config):
     p = plan_memory(g, OPTS.caps)
     check_plan(g, p)
     assert p.arena_bytes <= 1.05 * p.lower_bound_bytes, (p.strategy, p.arena_by_strategy)
+
+
+def test_a_group_member_reading_a_view_keeps_the_operand_from_being_overwritten(tmp_path):
+    """Grouped members run in one loop: a member writing over its operand s must not do so while
+    another member reads s through a reshape view (a different tensor, the same bytes). Found
+    through a 3x3 determinant's cofactor expansion (the CPU build lost a term); the planner and
+    check_plan now count a view's reads as its base's."""
+    x = Tensor([3, 3], name="x")
+    e = [[ops.reshape(ops.slice(x, [i, j], [i + 1, j + 1]), []) for j in range(3)] for i in range(3)]
+    minors = [ops.sub(ops.mul(e[1][b], e[2][c]), ops.mul(e[1][c], e[2][b])) for b, c in ((1, 2), (0, 2), (0, 1))]
+    y = ops.add(ops.sub(ops.mul(e[0][0], minors[0]), ops.mul(e[0][1], minors[1])), ops.mul(e[0][2], minors[2]))
+    feeds = {"x": np.array([[1, 2, 3], [2, 4, 6], [0, 1, 5]], np.float32)}  # singular: 14 - 20 + 6
+    model = aitgen.compile_model({"y": y}, target="cpu", workdir=str(tmp_path / "det"))
+    got = model.run(feeds)["y"]
+    model.close()
+    assert float(got) == float(reference.run({"y": y}, feeds)["y"]) == 0.0

@@ -28,13 +28,17 @@ from . import (  # noqa: F401
     ops_einsum,
     ops_elementwise,
     ops_index,
+    ops_loop,
     ops_loss,
     ops_nn,
     ops_norm,
+    ops_quant,
     ops_reduce,
     ops_resize,
+    ops_rnn,
     ops_sample,
     ops_signal,
+    ops_stateful,
     ops_text,
     ops_shape,
     registry,
@@ -54,8 +58,9 @@ def load(model, *, dim_bounds: Optional[Mapping[str, tuple[int, int]]] = None,
 
     Returns (inputs, outputs): dicts ONNX name -> Tensor. `input_dtypes` overrides the element
     type of named inputs. `constant_inputs` freezes named graph inputs to the given arrays: they
-    become import-time constants, which ops that need a value while compiling (a Reshape target,
-    Slice starts, Pad pads fed as graph inputs) require. Errors: UnsupportedOpError (naming node, op type and opset) for what
+    become import-time constants, which ops that still need a value while compiling (Slice starts,
+    Pad pads, Resize scales fed as graph inputs) require; sizes that other values set (a Reshape
+    target, Range, NonZero, TopK's K, reduce axes) are bound during the run (docs/onnx.md). Errors: UnsupportedOpError (naming node, op type and opset) for what
     aitgen cannot express; ImportError_ for a malformed model; UnknownDimError (a ShapeError) for a
     `dim_bounds` name that is not a symbolic dim of the model's inputs.
     """
@@ -64,5 +69,5 @@ def load(model, *, dim_bounds: Optional[Mapping[str, tuple[int, int]]] = None,
 
 
 def supported_ops() -> list[str]:
-    """The ONNX op types (default domain) that have a converter."""
+    """The ONNX op types that have a converter: default-domain ones bare, others as "domain.OpType"."""
     return sorted(CONVERTERS)

@@ -16,13 +16,13 @@ from typing import Any, Mapping, Optional
 
 import numpy as np
 
-from ...errors import AitgenError, ImportError_, InvalidNameError, UnknownDimError, UnsupportedOpError
+from ...errors import AitgenError, ImportError_, InvalidNameError, ShapeError, UnknownDimError, UnsupportedOpError
 from ...ir.dims import Dim, IntImm, IntVar
 from ...ir.dtype import as_dtype
 from ...ir.tensor import Tensor, constant
 from ._proto import elem_dtype, onnx_module
 from ._symbolic import fold_symbolic, normalize_symbolic
-from .registry import Folded, NodeContext, converter_for, min_opset_of
+from .registry import Folded, NodeContext, converter_for, min_opset_of, op_key
 
 # Opsets 13-21 are the promise. The model-level floor is low on purpose: each converter registers
 # the opset its semantics start at (onnx_op(min_opset=...)), and variants where an op changed
@@ -228,8 +228,33 @@ class Loader:
                         stack.append((j, False))
         return order
 
-    def inline(self, g, ctx: NodeContext) -> list:
-        """Convert a subgraph (an If branch) in the enclosing scope; its outputs' values."""
+    def inline(self, g, ctx: NodeContext, inputs=None) -> list:
+        """Convert a subgraph (an If branch, a modifier graph) in the enclosing scope; its outputs'
+        values. `inputs` bind its formal inputs, shadowing outer names of the same spelling only
+        while it converts."""
+        inputs = list(inputs or [])
+        if len(inputs) != len(g.input):
+            raise ImportError_(f"{ctx.label}: the subgraph takes {len(g.input)} inputs, given {len(inputs)}")
+        # A subgraph is a scope: its inputs, initializers and node outputs may reuse names of the
+        # outer graph or of a sibling subgraph (FlexAttention's two modifiers, If's branches), so
+        # they live only while it converts, and an outer constant cached under a name it shadows
+        # is not taken for its own.
+        shadow = {vi.name for vi in g.input} | {i.name for i in g.initializer}
+        before, cache = dict(self.values), self._const_cache
+        self._const_cache = {n: t for n, t in cache.items() if n not in shadow}
+        for vi, t in zip(g.input, inputs):
+            self.values[vi.name] = t
+        try:
+            return self._inline_body(g, ctx)
+        finally:
+            inner = self._const_cache
+            self.values.clear()
+            self.values.update(before)
+            # outer constants the subgraph materialised stay cached: one tensor per initializer
+            cache.update({n: t for n, t in inner.items() if n in before and n not in shadow})
+            self._const_cache = cache
+
+    def _inline_body(self, g, ctx: NodeContext) -> list:
         for init in g.initializer:
             try:
                 self.values[init.name] = self.numpy_helper.to_array(init)
@@ -244,6 +269,19 @@ class Loader:
             v = self.value_of(vi.name, ctx)
             out.append(Folded(v) if isinstance(v, np.ndarray) else v)
         return out
+
+    def call(self, g, ctx: NodeContext, bindings: list) -> list:
+        """Convert a loop body once, its formal inputs bound to `bindings` (Tensors or import-time
+        values): an unrolled Loop/Scan converts the same body once per iteration, so the names the
+        body defines (and constants cached under them) are dropped again afterwards."""
+        if len(g.input) != len(bindings):
+            raise ImportError_(f"{ctx.label}: the body takes {len(g.input)} inputs, the node gives it {len(bindings)}")
+        saved = self.values, self._const_cache
+        self.values, self._const_cache = dict(self.values), dict(self._const_cache)
+        try:
+            return self.inline(g, ctx, [v.value if isinstance(v, Folded) else v for v in bindings])
+        finally:
+            self.values, self._const_cache = saved
 
     # -- values ----------------------------------------------------------------------------------
     def value_of(self, name: str, ctx: NodeContext) -> Any:
@@ -309,10 +347,13 @@ class Loader:
     # -- nodes -----------------------------------------------------------------------------------
     def convert(self, node, idx: int) -> None:
         self._check_domain(node, idx)
-        ctx = NodeContext(node, idx, self.opset, list(node.input), self)
-        fn = converter_for(node.op_type, self.opset)
+        domain = "" if node.domain == "ai.onnx" else node.domain
+        opset = self.domains[domain] if domain else self.opset
+        ctx = NodeContext(node, idx, opset, list(node.input), self)
+        key = op_key(domain, node.op_type)
+        fn = converter_for(key, opset)
         if fn is None:
-            lo = min_opset_of(node.op_type)
+            lo = min_opset_of(key)
             why = f"supported from opset {lo}" if lo is not None else "no converter for this op type"
             raise UnsupportedOpError(f"{ctx.label}: {why}")
         vals = [self.value_of(n, ctx) for n in node.input if n]
@@ -330,6 +371,13 @@ class Loader:
             raise e if ctx.label in str(e) else UnsupportedOpError(f"{ctx.label}: {e}") from None
         except ImportError_ as e:
             raise e if ctx.label in str(e) else ImportError_(f"{ctx.label}: {e}") from None
+        except ShapeError as e:
+            # Two sizes bound during the run (ops/dynamic.py) may be equal while the graph cannot
+            # say so at import time: aitgen's limit, not the model's fault.
+            if _reads_produced(ctx):
+                raise UnsupportedOpError(f"{ctx.label}: sizes bound during the run that the graph cannot "
+                                         f"match at import time: {e}") from None
+            raise ImportError_(f"{ctx.label}: {type(e).__name__}: {e}") from None
         except AitgenError as e:  # a shape or dtype error from an op builder: the model is wrong
             raise ImportError_(f"{ctx.label}: {type(e).__name__}: {e}") from None
         except Exception as e:  # never let a bare KeyError/IndexError/... escape load
@@ -346,9 +394,10 @@ class Loader:
             which = f"domain '{domain}'" if domain else "the default domain (ai.onnx)"
             raise ImportError_(f"node '{name}' ({node.op_type}) is in {which}, for which the model "
                                f"imports no opset (it imports {self._imports()})")
-        if domain:
+        if domain and min_opset_of(op_key(domain, node.op_type)) is None:
             raise UnsupportedOpError(f"node '{name}' ({domain}.{node.op_type}, {domain} opset {version}): "
-                                     f"aitgen converts only default-domain (ai.onnx) ops, not domain '{domain}'")
+                                     f"no converter for this op type of domain '{domain}' (aitgen converts "
+                                     "default-domain (ai.onnx) ops and the few others supported_ops() lists)")
 
     def _imports(self) -> str:
         return ", ".join(f"{d or 'ai.onnx'} {v}" for d, v in self.domains.items()) or "none"
@@ -394,6 +443,18 @@ def _as_list(res, ctx: NodeContext) -> list:
     if isinstance(res, (Tensor, Folded)) or res is None:
         return [res]
     return list(res)
+
+
+def _reads_produced(ctx) -> bool:
+    """Whether a node reads a tensor with a size bound during the run."""
+    for i in range(ctx.num_inputs):
+        try:
+            v = ctx.value(i)
+        except AitgenError:
+            continue
+        if isinstance(v, Tensor) and any(getattr(x, "produced", False) for d in v.shape for x in d.vars()):
+            return True
+    return False
 
 
 def load_model(model, *, dim_bounds=None, default_dim_bound: int = DEFAULT_DIM_BOUND,

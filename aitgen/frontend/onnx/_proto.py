@@ -10,7 +10,9 @@ _DTYPES = {"FLOAT": DType.float32, "FLOAT16": DType.float16, "BFLOAT16": DType.b
            "DOUBLE": DType.float64, "INT16": DType.int16, "UINT8": DType.uint8, "UINT16": DType.uint16,
            "UINT32": DType.uint32, "UINT64": DType.uint64, "FLOAT8E4M3FN": DType.float8_e4m3fn,
            "FLOAT8E5M2": DType.float8_e5m2, "FLOAT8E4M3FNUZ": DType.float8_e4m3fnuz,
-           "FLOAT8E5M2FNUZ": DType.float8_e5m2fnuz}
+           "FLOAT8E5M2FNUZ": DType.float8_e5m2fnuz, "INT4": DType.int4, "UINT4": DType.uint4,
+           "INT2": DType.int2, "UINT2": DType.uint2, "FLOAT4E2M1": DType.float4_e2m1fn,
+           "FLOAT8E8M0": DType.float8_e8m0fnu}
 
 
 def onnx_module():

@@ -1,11 +1,13 @@
-"""ONNX control flow: If.
+"""ONNX control flow: If; OptionalHasElement / OptionalGetElement over tensors.
 
 A condition known while importing inlines the branch it selects. A run-time condition runs both
 branches and selects element-wise with where(), which is exact when the branches have the same
 output shapes and compute nothing that can fail; branches of different shapes are refused.
-Loop and Scan are not supported (no converter: UnsupportedOpError names them).
+Loop and Scan are in ops_loop.py.
 """
 from __future__ import annotations
+
+import numpy as np
 
 from ... import ops
 from ...ir.dtype import DType
@@ -45,3 +47,18 @@ def _tensor(v):
     return v if isinstance(v, Tensor) else None
 
 
+
+
+# Optional values: the IR has tensors only, so an optional-typed graph input or a sequence is
+# refused where the model declares it; what remains is a tensor (present) or an omitted input.
+
+@onnx_op("OptionalHasElement", min_opset=15)
+def _optional_has_element(ctx: NodeContext):
+    # An omitted input is an empty optional; any tensor aitgen holds is present.
+    return ctx.constant_value(np.array(ctx.has_input(0)))
+
+
+@onnx_op("OptionalGetElement", min_opset=15)
+def _optional_get_element(ctx: NodeContext):
+    # A tensor input is its own element (opset 18 allows tensors here); no input is malformed.
+    return ctx.input(0, "input")

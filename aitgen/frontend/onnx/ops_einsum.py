@@ -1,4 +1,4 @@
-"""ONNX Einsum without repeated letters inside one operand (no diagonals).
+"""ONNX Einsum; a letter repeated inside one operand takes its diagonal first (static sizes).
 
 Operands are contracted left to right, two at a time, onto the IR's bmm: letters summed in one
 operand only are reduced first; then shared letters kept by the result are batch dims, shared
@@ -10,6 +10,8 @@ operand's unnamed leading dims, right-aligned across operands (numpy broadcastin
 from __future__ import annotations
 
 import string
+
+import numpy as np
 
 from ... import ops
 from ...ir.dims import prod
@@ -39,9 +41,7 @@ def parse(ctx: NodeContext, eq: str, ranks: list[int]) -> tuple[list[str], str]:
             t = t.replace("...", ell[n_ell - k:])
         if len(t) != r or (t and not t.isalpha()):  # '' is a scalar's term
             raise ctx.malformed(f"term '{t}' does not match an operand of rank {r}")
-        if len(set(t)) != len(t):
-            raise ctx.unsupported(f"a repeated letter in '{t}' (a diagonal) is not supported")
-        out_terms.append(t)
+        out_terms.append(t)  # a repeated letter is a diagonal: _diagonal takes it before contracting
     if arrow:
         out = rhs.replace("...", ell)
         if not out.isalpha() and out != "":
@@ -56,6 +56,26 @@ def parse(ctx: NodeContext, eq: str, ranks: list[int]) -> tuple[list[str], str]:
         if not any(c in t for t in out_terms):
             raise ctx.malformed(f"output letter '{c}' appears in no operand")
     return out_terms, out
+
+
+def _diagonal(ctx: NodeContext, x: Tensor, term: str) -> tuple[Tensor, str]:
+    """x's diagonal over each letter repeated in `term` ('ii' -> 'i'): the two axes moved last,
+    merged (n * n) and gathered at the constant indices i * (n + 1). Sizes must be static."""
+    from ...ir.tensor import constant
+    while len(set(term)) != len(term):
+        c = next(ch for ch in term if term.count(ch) > 1)
+        p = term.index(c)
+        q = term.index(c, p + 1)
+        rest = [i for i in range(len(term)) if i not in (p, q)]
+        n, n2 = x.shape[p], x.shape[q]
+        if not (n.is_static and n2.is_static) or n.value != n2.value:
+            raise ctx.unsupported(f"the diagonal over '{c}' in '{term}' needs two static, equal sizes, got {n}, {n2}")
+        x = ops.permute(x, rest + [p, q]) if rest + [p, q] != list(range(len(term))) else x
+        x = ops.reshape(x, list(x.shape[:-2]) + [n.value * n.value])
+        idx = constant(np.arange(n.value, dtype=np.int64) * (n.value + 1))
+        x = ops.gather(x, idx, len(rest))
+        term = "".join(term[i] for i in rest) + c
+    return x, term
 
 
 def _sum_out(x: Tensor, term: str, keep: set) -> tuple[Tensor, str]:
@@ -102,6 +122,8 @@ def _einsum(ctx: NodeContext):
             raise ctx.unsupported(f"Einsum over {[str(t.dtype) for t in xs]}: aitgen contracts float "
                                   "operands of one dtype")
     terms, out = parse(ctx, ctx.attr("equation"), [x.ndim for x in xs])
+    for i, (x, t) in enumerate(zip(xs, terms)):
+        xs[i], terms[i] = _diagonal(ctx, x, t)
     y, ty = xs[0], terms[0]
     for i in range(1, len(xs)):
         later = set(out).union(*[set(t) for t in terms[i + 1:]])

@@ -7,6 +7,7 @@ import numpy as np
 
 from ... import ops
 from ...ir.dtype import DType, as_dtype
+from ...errors import DTypeError
 from ...ops.elementwise import CastAttrs, _cast as _ew_cast
 from ...ir.tensor import Tensor, constant
 from ._proto import elem_dtype
@@ -196,6 +197,18 @@ def _swish(ctx: NodeContext):
     return ops.silu(x) if alpha == 1.0 else ops.mul(x, ops.sigmoid(ops.mul(x, alpha)))
 
 
+@onnx_op("SwiGLU", min_opset=28)
+def _swiglu(ctx: NodeContext):
+    """Swish(a) * b with Swish's alpha; a and b of one shape (no broadcasting, as the spec says)."""
+    a, b = ctx.input(0), ctx.input(1)
+    if list(a.shape) != list(b.shape) or a.dtype != b.dtype:
+        raise ctx.malformed(f"A and B must share shape and dtype, got {a.dtype}{list(map(str, a.shape))} "
+                            f"and {b.dtype}{list(map(str, b.shape))}")
+    alpha = ctx.attr("alpha", 1.0)
+    swish = ops.silu(a) if alpha == 1.0 else ops.mul(a, ops.sigmoid(ops.mul(a, alpha)))
+    return ops.mul(swish, b)
+
+
 @onnx_op("Shrink", min_opset=9)
 def _shrink(ctx: NodeContext):
     x = ctx.input(0)
@@ -242,8 +255,13 @@ def _where(ctx: NodeContext):
 
 
 def _cast_to(ctx: NodeContext, x: Tensor, to: DType) -> Tensor:
-    # saturate (opset 19+, default 1) decides only float -> float8 overflow
-    return x if x.dtype == to else ops.cast(x, to, saturate=bool(ctx.attr("saturate", 1)))
+    # saturate (opset 19+, default 1) decides only float -> float8 overflow; round_mode (opset 25+)
+    # only the rounding to float8 e8m0
+    mode = ctx.attr("round_mode", "up")
+    mode = mode.decode() if isinstance(mode, bytes) else mode
+    if mode not in ("up", "down", "nearest"):
+        raise ctx.malformed(f"round_mode must be up, down or nearest, got {mode!r}")
+    return x if x.dtype == to else ops.cast(x, to, saturate=bool(ctx.attr("saturate", 1)), round_mode=mode)
 
 
 @onnx_op("Cast", min_opset=6)
@@ -259,6 +277,16 @@ def _cast_like(ctx: NodeContext):
     if c is not None:  # only the other input's dtype matters: a constant stays a constant
         return ctx.constant_value(_np_cast(c, like.dtype, bool(ctx.attr("saturate", 1))))
     return _cast_to(ctx, ctx.input(0), like.dtype)
+
+
+@onnx_op("BitCast", min_opset=26)
+def _bitcast(ctx: NodeContext):
+    x = ctx.input(0)
+    to = elem_dtype(ctx.attr("to"), f"{ctx.label}: attribute 'to'")
+    try:
+        return ops.bitcast(x, to, name=ctx.label)
+    except DTypeError as e:
+        raise ctx.unsupported(str(e)) from None
 
 
 def _np_cast(a: np.ndarray, to: DType, saturate: bool = True) -> np.ndarray:

@@ -1,20 +1,23 @@
-"""ONNX indexing ops: Gather, GatherElements, GatherND, ScatterElements/ScatterND (constant indices),
-Compress, NonZero (import-time only), ReverseSequence, Trilu, OneHot, EyeLike.
+"""ONNX indexing ops: Gather, GatherElements, GatherND, ScatterElements/ScatterND, MaxUnpool,
+TensorScatter, Compress, NonZero (import-time only), ReverseSequence, Trilu, OneHot, EyeLike.
 
 The IR has one indexing op, gather. GatherElements and GatherND become a gather from the
 flattened data at linear indices computed from the (possibly run-time) indices; the scatters,
 Compress and ReverseSequence with import-time indices become constant index tables: out =
-where(written, gather(updates, source), data). Every decomposition is exact.
+where(written, gather(updates, source), data) (every backend runs those); scatters with run-time
+indices, MaxUnpool and TensorScatter (KV-cache writes) become the scatter_nd op. Every
+decomposition is exact.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from ... import ops
-from ...ir.dims import Dim
+from ...ir.dims import Dim, prod
 from ...ir.dtype import DType
 from ...ir.tensor import Tensor, constant
 from ._proto import elem_dtype
+from . import _dynamic
 from .ops_shape import _norm
 from .registry import NodeContext, onnx_op
 
@@ -118,7 +121,6 @@ def _trilu(ctx: NodeContext):
 @onnx_op("OneHot", min_opset=9)
 def _one_hot(ctx: NodeContext):
     idx = ctx.input(0)
-    depth = int(ctx.require_const(1, "depth").reshape(-1)[0])
     values = ctx.input(2)
     if idx.dtype.is_float:
         idx = ops.cast(idx, "int64")
@@ -126,8 +128,14 @@ def _one_hot(ctx: NodeContext):
         raise ctx.malformed(f"indices must be numeric, got {idx.dtype}")
     axis = _norm(ctx, ctx.attr("axis", -1), idx.ndim + 1)
     shape = [1] * (idx.ndim + 1)
-    shape[axis] = depth
-    pos = constant(np.arange(depth, dtype=idx.dtype.np).reshape(shape))
+    if _dynamic.run_time(ctx, 1):  # depth fed as data: an output size the run binds
+        pos, depth = _dynamic.positions(ctx, 1, idx.dtype)
+        shape[axis] = pos.shape[0]
+        pos = ops.reshape(pos, shape)
+    else:
+        depth = int(ctx.require_const(1, "depth").reshape(-1)[0])
+        shape[axis] = depth
+        pos = constant(np.arange(depth, dtype=idx.dtype.np).reshape(shape))
     hit = ops.equal(ops.unsqueeze(_wrap(idx, depth), [axis]), pos)
     off = ops.reshape(ops.slice(values, [0], [1], [0]), [])
     on = ops.reshape(ops.slice(values, [1], [2], [0]), [])
@@ -192,12 +200,34 @@ def _static(ctx: NodeContext, t: Tensor, what: str) -> list[int]:
     return _static_shape(ctx, t, f"{ctx.op_type} {what}")
 
 
+def _runtime_scatter(ctx: NodeContext, data: Tensor, idx: Tensor, updates: Tensor) -> Tensor:
+    """ScatterND through the scatter_nd op: indices that are data, checked by the kernel at run time."""
+    red = ctx.attr("reduction", "none")
+    if red not in ops.SCATTER_REDUCTIONS:
+        raise ctx.unsupported(f"reduction '{red}'")
+    if idx.dtype not in (DType.int32, DType.int64):
+        raise ctx.malformed(f"indices must be int32 or int64, got {idx.dtype}")
+    return ops.scatter_nd(data, idx, updates, red, name=ctx.name)
+
+
 @onnx_op("ScatterElements", "Scatter", min_opset=9)  # Scatter (opsets 9-10): the same op, renamed
 def _scatter_elements(ctx: NodeContext):
     data, updates = ctx.input(0), ctx.input(2)
-    idx = ctx.require_const(1, "indices").astype(np.int64)
     ds = _static(ctx, data, "data")
     axis = _norm(ctx, ctx.attr("axis", 0), len(ds))
+    if ctx.const(1) is None:
+        # Run-time indices: element i of updates goes to data[i with i_axis replaced by idx[i]],
+        # i.e. a ScatterND whose index tuples are the constant coordinates of i with the axis
+        # coordinate taken from idx (the kernel wraps and bounds-checks it).
+        idx = ctx.input(1)
+        ish = _static(ctx, idx, "indices")
+        if ish != _static(ctx, updates, "updates") or len(ish) != len(ds):
+            raise ctx.malformed(f"indices {ish}, updates and data (rank {len(ds)}) must agree in shape/rank")
+        idx = ops.cast(idx, "int64") if idx.dtype == DType.int32 else idx
+        grid = np.indices(ish, dtype=np.int64)
+        cols = [ops.unsqueeze(idx if d == axis else constant(grid[d]), [len(ish)]) for d in range(len(ish))]
+        return _runtime_scatter(ctx, data, ops.concat(cols, len(ish)), updates)
+    idx = ctx.require_const(1, "indices").astype(np.int64)
     if idx.shape != tuple(_static(ctx, updates, "updates")):
         raise ctx.malformed(f"indices {list(idx.shape)} and updates differ in shape")
     if ((idx < -ds[axis]) | (idx >= ds[axis])).any():
@@ -211,6 +241,8 @@ def _scatter_elements(ctx: NodeContext):
 @onnx_op("ScatterND", min_opset=11)
 def _scatter_nd(ctx: NodeContext):
     data, updates = ctx.input(0), ctx.input(2)
+    if ctx.const(1) is None:  # run-time indices: the scatter_nd op (constant ones: index tables below)
+        return _runtime_scatter(ctx, data, ctx.input(1), updates)
     idx = ctx.require_const(1, "indices").astype(np.int64)
     ds = _static(ctx, data, "data")
     k = idx.shape[-1]
@@ -228,6 +260,8 @@ def _scatter_nd(ctx: NodeContext):
 @onnx_op("Compress", min_opset=9)
 def _compress(ctx: NodeContext):
     x = ctx.input(0)
+    if ctx.const(1) is None and ctx.has_input(1):
+        return _compress_run_time(ctx, x)
     cond = ctx.require_const(1, "condition").astype(bool).reshape(-1)
     if not ctx.has_attr("axis"):
         n = int(np.prod(_static(ctx, x, "input"), dtype=np.int64))
@@ -239,18 +273,55 @@ def _compress(ctx: NodeContext):
     return ops.gather(x, constant(keep.astype(np.int64)), axis)
 
 
+def _compress_run_time(ctx: NodeContext, x):
+    """A run-time condition: the kept indices are NonZero's (a size the run binds), then a gather."""
+    cond = ctx.input(1, "condition")
+    if cond.ndim != 1:
+        raise ctx.malformed(f"condition must be 1-D, got rank {cond.ndim}")
+    if cond.dtype != DType.bool:
+        cond = ops.cast(cond, DType.bool)
+    keep = ops.nonzero(cond, name=ctx.name)
+    keep = ops.reshape(keep, [keep.shape[1]])
+    if not ctx.has_attr("axis"):
+        return ops.gather(ops.reshape(x, [prod(x.shape)]), keep, 0)
+    return ops.gather(x, keep, _norm(ctx, ctx.attr("axis"), x.ndim))
+
+
 @onnx_op("NonZero", min_opset=9)
 def _nonzero(ctx: NodeContext):
-    # The output's length is the data's count of non-zeros: known only for import-time data.
+    # Import-time data folds; run-time data has a count that the kernel binds during the run.
     v = ctx.const(0)
     if v is None:
-        raise ctx.unsupported("NonZero of a run-time tensor has a data-dependent shape")
-    return ctx.constant_value(np.array(np.nonzero(v), dtype=np.int64).reshape(v.ndim, -1))
+        return ops.nonzero(ctx.input(0), name=ctx.name)
+    return ctx.constant_value(np.array(np.nonzero(v), dtype=np.int64).reshape(max(v.ndim, 1), -1))
+
+
+def _reverse_sequence_run_time(ctx: NodeContext, x):
+    """Run-time lengths: the same index map as the constant table below, computed as data (the
+    output's shape does not depend on them), then one flat gather."""
+    xs = _static(ctx, x, "input")
+    b_ax, t_ax = ctx.attr("batch_axis", 1), ctx.attr("time_axis", 0)
+    lens = ctx.input(1, "sequence_lens")
+    if {b_ax, t_ax} != {0, 1} or lens.ndim != 1 or lens.shape[0] != xs[b_ax] or not lens.dtype.is_int:
+        raise ctx.malformed(f"batch_axis/time_axis must be 0 and 1 and sequence_lens hold {xs[b_ax]} integers")
+    coords = list(np.indices(xs, dtype=np.int64))
+    strides = np.array([int(np.prod(xs[k + 1:], dtype=np.int64)) for k in range(len(xs))], np.int64)
+    t = constant(coords[t_ax])
+    n = ops.gather(ops.cast(lens, DType.int64), constant(coords[b_ax]), 0)      # each element's length
+    n = ops.minimum(ops.maximum(n, constant(np.int64(0))), constant(np.int64(xs[t_ax])))
+    rev = ops.sub(ops.sub(n, constant(np.int64(1))), t)
+    tt = ops.where(ops.less(t, n), rev, t)
+    coords[t_ax] = np.zeros_like(coords[t_ax])
+    base = constant(sum(c * st for c, st in zip(coords, strides)))              # the flat index at time 0
+    flat = ops.add(base, ops.mul(tt, constant(np.int64(strides[t_ax]))))
+    return ops.gather(ops.reshape(x, [int(np.prod(xs, dtype=np.int64))]), flat, 0)
 
 
 @onnx_op("ReverseSequence", min_opset=10)
 def _reverse_sequence(ctx: NodeContext):
     x = ctx.input(0)
+    if ctx.const(1) is None and ctx.has_input(1):
+        return _reverse_sequence_run_time(ctx, x)
     lens = ctx.require_const(1, "sequence_lens").astype(np.int64).reshape(-1)
     xs = _static(ctx, x, "input")
     b_ax, t_ax = ctx.attr("batch_axis", 1), ctx.attr("time_axis", 0)
@@ -261,3 +332,91 @@ def _reverse_sequence(ctx: NodeContext):
     n = np.clip(lens[b], 0, xs[t_ax])
     coords[t_ax] = np.where(t < n, n - 1 - t, t)
     return _flat_take(x, np.ravel_multi_index(tuple(coords), xs))
+
+
+@onnx_op("MaxUnpool", min_opset=9)
+def _max_unpool(ctx: NodeContext):
+    # Y (zeros of the inferred shape) with Y.flat[I] = X: a scatter_nd at run-time indices, which
+    # the kernel bounds-checks; a larger output_shape keeps Y in its leading corner (onnx's reference).
+    x, idx = ctx.input(0, "X"), ctx.input(1, "I")
+    ks = ctx.attr("kernel_shape")
+    nsp = len(ks)
+    xs = _static(ctx, x, "X")
+    if len(xs) != nsp + 2:
+        raise ctx.malformed(f"X has rank {len(xs)}, kernel_shape {ks} wants {nsp + 2}")
+    strides = ctx.attr("strides", [1] * nsp)
+    pads = ctx.attr("pads", [0] * 2 * nsp)
+    inferred = xs[:2] + [(xs[2 + d] - 1) * strides[d] - (pads[d] + pads[nsp + d]) + ks[d] for d in range(nsp)]
+    if min(inferred) < 1:
+        raise ctx.malformed(f"the inferred output shape {inferred} is empty")
+    if idx.dtype != DType.int64 or _static(ctx, idx, "I") != xs:
+        raise ctx.malformed(f"I must be int64 of X's shape {xs}")
+    numel = int(np.prod(inferred, dtype=np.int64))
+    zero = ops.expand(constant(np.zeros(1, x.dtype.np)), [numel])  # no numel-sized constant in the weights
+    y = ops.reshape(ops.scatter_nd(zero, ops.reshape(idx, [-1, 1]), ops.reshape(x, [-1]), name=ctx.name), inferred)
+    if ctx.has_input(2):
+        out = [int(v) for v in ctx.require_const(2, "output_shape").reshape(-1)]
+        if len(out) != len(inferred) or any(o < i for o, i in zip(out, inferred)):
+            raise ctx.unsupported(f"output_shape {out} smaller than the inferred shape {inferred}")
+        if out != inferred:
+            y = ops.pad(y, [(0, o - i) for o, i in zip(out, inferred)])
+    return y
+
+
+@onnx_op("TensorScatter", min_opset=24)
+def _tensor_scatter(ctx: NodeContext):
+    # A KV-cache write: update's position s along `axis` of prefix (b, ...) goes to cache position
+    # write_indices[b] + s (mod the cache length when circular). One scatter_nd whose index tuples
+    # are the constant prefix coordinates plus that run-time position.
+    cache, upd = ctx.input(0, "past_cache"), ctx.input(1, "update")
+    mode = ctx.attr("mode", "linear")
+    if mode not in ("linear", "circular"):
+        raise ctx.malformed(f"mode '{mode}' is not linear or circular")
+    cs, us = _static(ctx, cache, "past_cache"), _static(ctx, upd, "update")
+    axis = _norm(ctx, ctx.attr("axis", -2), len(cs))
+    if axis == 0 or len(us) != len(cs) or any(c != u for i, (c, u) in enumerate(zip(cs, us)) if i != axis) \
+            or us[axis] > cs[axis]:
+        raise ctx.malformed(f"update {us} must match past_cache {cs} except along axis {axis} (not 0), no longer there")
+    grid = np.indices(us[:axis + 1], dtype=np.int64)                   # [axis + 1, *prefix, L]
+    pos = constant(grid[axis])                                          # s
+    if ctx.has_input(2):
+        w = ctx.input(2, "write_indices")
+        if w.dtype != DType.int64:
+            raise ctx.malformed(f"write_indices must be int64, got {w.dtype}")
+        pos = ops.add(pos, ops.gather(w, constant(grid[0]), 0))         # + write_indices[b]
+    if mode == "circular":
+        pos = ops.mod(pos, cs[axis])
+    cols = [ops.unsqueeze(constant(grid[d]) if d < axis else pos, [axis + 1]) for d in range(axis + 1)]
+    return ops.scatter_nd(cache, ops.concat(cols, axis + 1), upd, name=ctx.name)
+@onnx_op("NonMaxSuppression", min_opset=10)
+def _non_max_suppression(ctx: NodeContext):
+    # The number of kept boxes depends on the scores: a size the kernel binds (ops/nms.py).
+    boxes, scores = ctx.input(0, "boxes"), ctx.input(1, "scores")
+    if boxes.dtype != DType.float32 or scores.dtype != DType.float32:
+        raise ctx.unsupported(f"boxes/scores of {boxes.dtype}/{scores.dtype} (float32 only)")
+    if boxes.ndim != 3 or scores.ndim != 3:
+        raise ctx.malformed("boxes must be [batch, boxes, 4] and scores [batch, classes, boxes]")
+
+    def scalar(i: int, what: str, dt: DType, default):
+        if not ctx.has_input(i):
+            return constant(np.array([default], dt.np))
+        t = ctx.input(i, what)
+        if t.dtype != dt or not all(d.is_static for d in t.shape) or int(np.prod([d.value for d in t.shape])) != 1:
+            raise ctx.malformed(f"{what} must hold one {dt}, got {t.dtype}{[str(d) for d in t.shape]}")
+        return ops.reshape(t, [1])
+    args = [scalar(2, "max_output_boxes_per_class", DType.int64, 0), scalar(3, "iou_threshold", DType.float32, 0.0),
+            scalar(4, "score_threshold", DType.float32, 0.0)]
+    return ops.non_max_suppression(boxes, scores, *args, center_point_box=bool(ctx.attr("center_point_box", 0)),
+                                   score_threshold=ctx.has_input(4), name=ctx.name)
+
+
+@onnx_op("Unique", min_opset=11)
+def _unique(ctx: NodeContext):
+    # The number of distinct values depends on the data: a size the kernel binds (ops/unique.py).
+    x = ctx.input(0, "X")
+    if x.dtype == DType.bool:
+        raise ctx.unsupported("Unique over bool")
+    axis = ctx.attr("axis", None)
+    if axis is not None:
+        axis = _norm(ctx, axis, x.ndim)
+    return list(ops.unique(x, axis, bool(ctx.attr("sorted", 1)), name=ctx.name))[:ctx.num_outputs]

@@ -1,6 +1,6 @@
 """ONNX reductions: ReduceSum/Mean/Max/Min/Prod on the IR's reduce ops; ReduceL1/L2/SumSquare/
 LogSum/LogSumExp decomposed over them and element-wise ops; ArgMax/ArgMin on the IR's argmax;
-CumSum/CumProd on the IR's scans; TopK on the IR's top_k.
+CumSum/CumProd on the IR's scans; TopK on the IR's top_k; Det on the IR's det (ops/linalg.py).
 
 Axes are an attribute before opset 18 (ReduceSum: 13) and an optional input from it on; no axes
 reduce everything unless noop_with_empty_axes makes the node an identity. A reduction over a
@@ -14,9 +14,10 @@ from typing import Optional
 import numpy as np
 
 from ... import ops
-from ...ir.dims import IntImm
+from ...ir.dims import IntImm, prod
 from ...ir.dtype import DType
-from ...ir.tensor import Tensor
+from ...ir.tensor import Tensor, constant
+from . import _dynamic
 from .ops_nn import norm_axis
 from .registry import NodeContext, onnx_op
 
@@ -48,6 +49,12 @@ def _empty_result(ctx: NodeContext, x: Tensor, axes: list[int], keep: bool):
     shape = [IntImm(1) if i in axes else d for i, d in enumerate(x.shape) if keep or i not in axes]
     if not all(d.is_static for d in shape):
         raise ctx.unsupported("a reduction over an empty axis with a dynamic output shape")
+    arr = np.full([d.value for d in shape], _empty_value(ctx, x), dtype=x.dtype.np if not x.dtype.is_float else np.float32)
+    return ctx.constant_value(arr.astype(x.dtype.np) if x.dtype.is_float else arr)
+
+
+def _empty_value(ctx: NodeContext, x: Tensor):
+    """What the node's reduction of no elements is."""
     dt = x.dtype.np if not x.dtype.is_float else np.float32
     kind = ctx.op_type
     if kind == "ReduceMax":
@@ -62,8 +69,7 @@ def _empty_result(ctx: NodeContext, x: Tensor, axes: list[int], keep: bool):
         val = np.nan
     else:
         val = 0
-    arr = np.full([d.value for d in shape], val, dtype=dt)
-    return ctx.constant_value(arr.astype(x.dtype.np) if x.dtype.is_float else arr)
+    return val
 
 
 def _drop(y: Tensor, axes: list[int], keep: bool) -> Tensor:
@@ -74,9 +80,31 @@ def _drop(y: Tensor, axes: list[int], keep: bool) -> Tensor:
 def _reduce(ctx: NodeContext):
     x = ctx.input(0, "data")
     keep = bool(ctx.attr("keepdims", 1))
+    if ctx.opset >= _AXES_INPUT.get(ctx.op_type, 18) and _dynamic.run_time(ctx, 1):
+        if prod(_dynamic.sizes_operand(ctx, 1, "axes").shape).value == 0:  # no axes: nothing to read
+            return x if ctx.attr("noop_with_empty_axes", 0) else _reduce_static(ctx, x, list(range(x.ndim)), keep)
+        # Axes fed as data: reduce a view whose reduced axes are static (_dynamic.reduce_input).
+        y, axes, out = _dynamic.reduce_input(ctx, x, 1, keep)
+        if any(d.is_static and d.value == 0 for d in x.shape):
+            # No elements: the result is empty, or (the empty axis reduced) the reduction's value
+            # of nothing everywhere; a sum of y (0 everywhere) carries the shape the run binds.
+            boolean = x.dtype == DType.bool
+            val = (ctx.op_type == "ReduceMin") if boolean else _empty_value(ctx, x)
+            zero = ops.reduce_sum(ops.cast(y, DType.int32) if boolean else y, axes, keepdims=False)
+            dt = zero.dtype
+            fill = ops.cast(constant(np.asarray(val, np.float64 if dt.is_float else dt.np)), dt)
+            z = ops.add(ops.mul(zero, ops.cast(constant(np.zeros((), np.int32)), dt)), fill)
+            z = ops.cast(z, DType.bool) if boolean else z
+        else:
+            z = _reduce_static(ctx, y, axes, False)
+        return z if out is None else _dynamic.view(z, out, ctx.name)
     axes = _axes(ctx, x)
     if axes is None:
         return x
+    return _reduce_static(ctx, x, axes, keep)
+
+
+def _reduce_static(ctx: NodeContext, x: Tensor, axes: list[int], keep: bool):
     if x.dtype == DType.bool:
         # max over bools is any(), min is all(): exact on 0/1 integers.
         if ctx.op_type not in ("ReduceMax", "ReduceMin"):
@@ -132,6 +160,12 @@ def _cumulative(ctx: NodeContext):
     x = ctx.input(0, "x")
     if x.dtype == DType.bool:
         raise ctx.unsupported(f"{ctx.op_type} over bool")
+    fn = ops.cumsum if ctx.op_type == "CumSum" else ops.cumprod
+    if _dynamic.run_time(ctx, 1) and x.ndim >= 1:
+        # The axis fed as data: the scan runs along the middle of an [outer, n, inner] view.
+        y = fn(_dynamic.along_axis(ctx, x, 1), 1, exclusive=bool(ctx.attr("exclusive", 0)),
+               reverse=bool(ctx.attr("reverse", 0)))
+        return _dynamic.view(y, list(x.shape), ctx.name)
     axis = ctx.require_const(1, "axis")
     if axis.size != 1 or axis.dtype.kind not in "iu":
         raise ctx.malformed(f"axis must be one integer, got {axis.tolist()}")
@@ -151,6 +185,10 @@ def _top_k(ctx: NodeContext):
         raise ctx.unsupported("TopK over bool")
     if x.ndim == 0:
         raise ctx.malformed("X must have rank >= 1")
+    if ctx.opset >= 10 and _dynamic.run_time(ctx, 1):  # K known only to the run: a produced size
+        axis = norm_axis(ctx, ctx.attr("axis", -1), x.ndim)
+        y, k = _dynamic.top_k_input(ctx, x, axis)
+        return list(ops.top_k(y, k, axis, largest=bool(ctx.attr("largest", 1)) if ctx.opset >= 11 else True))
     if ctx.opset >= 10:
         k = ctx.require_const(1, "K")
         if k.size != 1 or k.dtype.kind not in "iu":
@@ -165,3 +203,13 @@ def _top_k(ctx: NodeContext):
     if k > n.lower:
         raise ctx.unsupported(f"K={k} exceeds the smallest size {n.lower} that the dynamic axis {axis} ({n}) may take")
     return list(ops.top_k(x, k, axis, largest=bool(ctx.attr("largest", 1)) if ctx.opset >= 11 else True))
+
+
+@onnx_op("Det", min_opset=11)
+def _det(ctx: NodeContext):
+    x = ctx.input(0, "X")
+    if not x.dtype.is_float:
+        raise ctx.unsupported(f"Det over {x.dtype}: float inputs only")
+    if x.ndim < 2 or not x.shape[-1].is_static or x.shape[-1] != x.shape[-2]:
+        raise ctx.malformed(f"X must be [..., n, n] with a static n, got {[str(d) for d in x.shape]}")
+    return ops.det(x, name=ctx.name)

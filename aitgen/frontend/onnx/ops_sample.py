@@ -1,5 +1,6 @@
 """ONNX GridSample (4-D and 5-D; nearest / linear / cubic; zeros / border / reflection padding;
-align_corners) and AffineGrid, as element-wise index arithmetic, gathers and a batched matmul.
+align_corners) and AffineGrid, as element-wise index arithmetic, gathers and a batched matmul;
+RoiAlign on the IR's roi_align (ops/roi_align.py: its grid may follow the rois at run time).
 
 GridSample reads X at positions the grid gives at run time, so it becomes gathers with computed
 indices: X runs [N * D * H * W, C] (channels last, so each gather moves whole rows of C values),
@@ -192,3 +193,20 @@ def _affine_grid(ctx: NodeContext):
     base = np.stack(cols, axis=1).astype(np.float32)  # [prod(spatial), nsp + 1]
     y = ops.bmm(ops.unsqueeze(like(base, theta), [0]), theta, trans_b=True)  # [N, prod, nsp]
     return ops.reshape(y, [theta.shape[0], *spatial, nsp])
+
+
+@onnx_op("RoiAlign", min_opset=10)
+def _roi_align(ctx: NodeContext):
+    x, rois, bi = ctx.input(0, "X"), ctx.input(1, "rois"), ctx.input(2, "batch_indices")
+    if not x.dtype.is_float or rois.dtype != x.dtype:
+        raise ctx.unsupported(f"RoiAlign over {x.dtype} with {rois.dtype} rois: float inputs of one dtype")
+    # opset 16 added coordinate_transformation_mode, defaulting to half_pixel; before it, the op
+    # behaved as output_half_pixel
+    ctm = ctx.attr("coordinate_transformation_mode", "half_pixel" if ctx.opset >= 16 else "output_half_pixel")
+    mode = ctx.attr("mode", "avg")
+    if ctm not in ("half_pixel", "output_half_pixel") or mode not in ("avg", "max"):
+        raise ctx.malformed(f"coordinate_transformation_mode '{ctm}' / mode '{mode}' is not supported by ONNX")
+    attrs = ops.RoiAlignAttrs(int(ctx.attr("output_height", 1)), int(ctx.attr("output_width", 1)),
+                              int(ctx.attr("sampling_ratio", 0)), float(ctx.attr("spatial_scale", 1.0)), mode,
+                              ctm == "half_pixel")
+    return ops.roi_align(x, rois, ops.cast(bi, "int64") if bi.dtype != DType.int64 else bi, attrs, name=ctx.name)

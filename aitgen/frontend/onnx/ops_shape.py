@@ -12,8 +12,10 @@ import numpy as np
 from ... import ops
 from ...errors import ShapeError
 from ...ir.dims import Dim, IntImm, prod
+from ...ir.dtype import DType
 from ...ir.tensor import Tensor, constant
 from ._proto import elem_dtype
+from . import _dynamic
 from .registry import NodeContext, onnx_op
 
 _INT_MAX = 2 ** 62
@@ -91,11 +93,13 @@ def _identity(ctx: NodeContext):
 
 @onnx_op("ConstantOfShape", min_opset=9)
 def _constant_of_shape(ctx: NodeContext):
-    dims = _shape_arg(ctx, 0, "shape")
     v = ctx.attr("value", None)
     val = np.zeros(1, np.float32) if v is None else np.asarray(v).reshape(-1)
     if val.size != 1:
         raise ctx.malformed(f"value must hold one element, got {val.size}")
+    if _dynamic.run_time(ctx, 0):
+        return _dynamic.fill(ctx, 0, val)
+    dims = _shape_arg(ctx, 0, "shape")
     if all(d.is_static for d in dims):
         return ctx.constant_value(np.full([d.value for d in dims], val[0], dtype=val.dtype))
     # A dynamic fill: one element broadcast at run time.
@@ -105,6 +109,8 @@ def _constant_of_shape(ctx: NodeContext):
 @onnx_op("Range", min_opset=11)
 def _range(ctx: NodeContext):
     start, limit, delta = (ctx.const(i) for i in range(3))
+    if any(_dynamic.run_time(ctx, i) for i in range(3)) and ctx.shape_value(1) is None:
+        return _dynamic.arange(ctx)
     if start is not None and limit is not None and delta is not None:
         if start.size != 1 or limit.size != 1 or delta.size != 1:
             raise ctx.malformed("start, limit and delta must be scalars")
@@ -130,6 +136,8 @@ def _range(ctx: NodeContext):
 @onnx_op("Reshape", min_opset=5)
 def _reshape(ctx: NodeContext):
     x = ctx.input(0)
+    if _dynamic.run_time(ctx, 1):
+        return _dynamic.reshape(ctx, x, 1)
     target = _shape_arg(ctx, 1, "shape")
     if ctx.attr("allowzero", 0) == 0:
         target = [x.shape[i] if d.is_static and d.value == 0 and i < x.ndim else d
@@ -152,6 +160,8 @@ def _flatten(ctx: NodeContext):
 @onnx_op("Squeeze", min_opset=1)
 def _squeeze(ctx: NodeContext):
     x = ctx.input(0)
+    if ctx.opset >= 13 and _dynamic.run_time(ctx, 1):  # axes fed as data: dims the run binds
+        return _dynamic.unsqueeze(ctx, x, 1, squeeze=True)
     axes = _axes_arg(ctx, 1)
     if axes is None:
         maybe_one = [str(d) for d in x.shape if not d.is_static and d.lower <= 1]
@@ -164,6 +174,8 @@ def _squeeze(ctx: NodeContext):
 @onnx_op("Unsqueeze", min_opset=1)
 def _unsqueeze(ctx: NodeContext):
     x = ctx.input(0)
+    if ctx.opset >= 13 and _dynamic.run_time(ctx, 1):  # axes fed as data: dims the run binds
+        return _dynamic.unsqueeze(ctx, x, 1, squeeze=False)
     axes = _axes_arg(ctx, 1)
     if axes is None:
         raise ctx.malformed("axes are required")
@@ -224,6 +236,8 @@ def _concat(ctx: NodeContext):
 def _split(ctx: NodeContext):
     x = ctx.input(0)
     axis = _norm(ctx, ctx.attr("axis", 0), x.ndim)
+    if ctx.opset >= 13 and _dynamic.run_time(ctx, 1):
+        return _dynamic.split(ctx, x, 1, axis)
     if ctx.opset >= 13:
         sizes = ctx.ints(1, "split")
     else:
@@ -256,6 +270,8 @@ def _slice_attr(ctx: NodeContext):
 @onnx_op("Slice", min_opset=10)
 def _slice(ctx: NodeContext):
     x = ctx.input(0)
+    if any(_dynamic.run_time(ctx, j) for j in range(1, 5)):  # values only the run knows
+        return _dynamic.slice_(ctx, x)
     starts = ctx.ints(1, "starts")
     ends = _shape_arg(ctx, 2, "ends")
     return _do_slice(ctx, x, starts, ends, ctx.ints(3, "axes"), ctx.ints(4, "steps"))
@@ -290,6 +306,8 @@ def _do_slice(ctx, x, starts, ends, axes, steps):
 @onnx_op("Expand", min_opset=8)
 def _expand(ctx: NodeContext):
     x = ctx.input(0)
+    if _dynamic.run_time(ctx, 1):
+        return _dynamic.expand(ctx, x, 1)
     target = _shape_arg(ctx, 1, "shape")
     try:
         out = ops.broadcast_shapes(x.shape, tuple(target))
@@ -301,6 +319,8 @@ def _expand(ctx: NodeContext):
 @onnx_op("Tile", min_opset=6)
 def _tile(ctx: NodeContext):
     x = ctx.input(0)
+    if _dynamic.run_time(ctx, 1):
+        return _dynamic.tile(ctx, x, 1)
     reps = ctx.ints(1, "repeats")
     if reps is None or len(reps) != x.ndim or any(r < 0 for r in reps):
         raise ctx.malformed(f"repeats {reps} must hold {x.ndim} non-negative entries")
@@ -323,6 +343,8 @@ def _pad_attr(ctx: NodeContext):
 @onnx_op("Pad", min_opset=11)
 def _pad(ctx: NodeContext):
     x = ctx.input(0)
+    if _dynamic.run_time(ctx, 1) or (ctx.opset >= 18 and _dynamic.run_time(ctx, 3)):
+        return _dynamic.pad(ctx, x, ctx.attr("mode", "constant"))
     pads = ctx.ints(1, "pads")
     value, run_value = 0.0, None
     if ctx.has_input(2):
@@ -357,8 +379,9 @@ def _pad_pairs(ctx, ndim: int, pads, axes) -> tuple[list[int], list[int]]:
 
 
 def _do_pad(ctx, x, pads, mode, value, axes):
-    if mode not in ("constant", "reflect", "edge"):
-        raise ctx.unsupported(f"pad mode '{mode}' is not supported (constant, reflect, edge are)")
+    mode = mode.decode() if isinstance(mode, bytes) else mode
+    if mode not in ("constant", "reflect", "edge", "wrap"):
+        raise ctx.unsupported(f"pad mode '{mode}' is not supported (constant, reflect, edge, wrap are)")
     before, after = _pad_pairs(ctx, x.ndim, pads, axes)
     if any(p < 0 for p in before + after):  # negative pads crop: a slice first
         starts = [max(-p, 0) for p in before]
@@ -367,18 +390,36 @@ def _do_pad(ctx, x, pads, mode, value, axes):
         before, after = [max(p, 0) for p in before], [max(p, 0) for p in after]
     if not any(before + after):
         return x
+    if mode == "wrap":
+        return _wrap_pad(ctx, x, before, after)
     if not x.dtype.is_float and float(value) != int(value):
         raise ctx.malformed(f"pad value {value} for a {x.dtype} tensor")
     return ops.pad(x, list(zip(before, after)), mode=mode, value=float(value))
+
+
+def _wrap_pad(ctx, x, before, after):
+    """Pad mode 'wrap' (circular, as numpy's): output index i of a padded axis reads input index
+    (i - before) mod n, one gather of constant indices per padded axis (pads may pass n)."""
+    for a, (b, e) in enumerate(zip(before, after)):
+        if not b and not e:
+            continue
+        n = x.shape[a]
+        if not n.is_static or n.value == 0:
+            raise ctx.unsupported(f"wrap padding of dim {a} needs a static, non-empty size, got {n}")
+        idx = (np.arange(-b, n.value + e, dtype=np.int64) % n.value).astype(np.int64)
+        x = ops.gather(x, constant(idx), a)
+    return x
 
 
 @onnx_op("CenterCropPad", min_opset=18)
 def _center_crop_pad(ctx: NodeContext):
     # Per axis: a centred crop (start floor(d/2)) or a centred zero pad (before floor(d/2)).
     x = ctx.input(0)
-    target = ctx.ints(1, "shape")
     axes = ctx.attr("axes", None)
     axes = list(range(x.ndim)) if axes is None else [_norm(ctx, a, x.ndim) for a in axes]
+    if _dynamic.run_time(ctx, 1):  # the target fed as data: sizes the run binds
+        return _dynamic.center_crop_pad(ctx, x, axes)
+    target = ctx.ints(1, "shape")
     if target is None or len(target) != len(axes):
         raise ctx.malformed(f"shape {target} must hold one size per axis {axes}")
     starts, ends, pads = [], [], [(0, 0)] * x.ndim
@@ -402,6 +443,13 @@ def _center_crop_pad(ctx: NodeContext):
 
 
 def _window(ctx: NodeContext, fn):
+    if _dynamic.run_time(ctx, 0):  # a size fed as data: n positions the run binds, then fn on tensors
+        dt = elem_dtype(ctx.attr("output_datatype", 1), f"{ctx.label}: output_datatype")
+        k, n = _dynamic.positions(ctx, 0, DType.float32, "size")
+        denom = n if ctx.attr("periodic", 1) else ops.sub(n, constant(np.float32(1)))
+        zero = ops.equal(denom, constant(np.float32(0)))
+        r = ops.where(zero, constant(np.float32(0)), ops.div(k, ops.where(zero, constant(np.float32(1)), denom)))
+        return ops.cast(fn(r, _TensorMath), dt)
     size = ctx.require_const(0, "size").reshape(-1)
     if size.size != 1 or size[0] < 0:
         raise ctx.malformed(f"size must be one non-negative integer, got {size.tolist()}")
@@ -410,19 +458,26 @@ def _window(ctx: NodeContext, fn):
     denom = n if ctx.attr("periodic", 1) else n - 1
     k = np.arange(n, dtype=np.float64)
     with np.errstate(divide="ignore", invalid="ignore"):
-        return ctx.constant_value(fn(k / denom if denom else k * 0).astype(dt.np))
+        return ctx.constant_value(fn(k / denom if denom else k * 0, np).astype(dt.np))
+
+
+class _TensorMath:
+    """numpy's sin/cos for the windows' formulas on tensors (float32)."""
+    pi = np.float32(np.pi)
+    sin = staticmethod(ops.sin)
+    cos = staticmethod(ops.cos)
 
 
 @onnx_op("HannWindow", min_opset=17)
 def _hann(ctx: NodeContext):
-    return _window(ctx, lambda r: np.sin(np.pi * r) ** 2)
+    return _window(ctx, lambda r, m: m.sin(r * m.pi) * m.sin(r * m.pi))
 
 
 @onnx_op("HammingWindow", min_opset=17)
 def _hamming(ctx: NodeContext):
-    return _window(ctx, lambda r: 25 / 46 - 21 / 46 * np.cos(2 * np.pi * r))
+    return _window(ctx, lambda r, m: m.cos(r * (2 * m.pi)) * (-21 / 46) + 25 / 46)
 
 
 @onnx_op("BlackmanWindow", min_opset=17)
 def _blackman(ctx: NodeContext):
-    return _window(ctx, lambda r: 0.42 - 0.5 * np.cos(2 * np.pi * r) + 0.08 * np.cos(4 * np.pi * r))
+    return _window(ctx, lambda r, m: m.cos(r * (2 * m.pi)) * -0.5 + m.cos(r * (4 * m.pi)) * 0.08 + 0.42)

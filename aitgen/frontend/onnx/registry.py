@@ -25,19 +25,26 @@ _VERSIONS: dict[str, list[tuple[int, Converter]]] = {}
 CONVERTERS: dict[str, Converter] = {}
 
 
-def onnx_op(*op_types: str, min_opset: int = 1):
-    """Register a converter for op types of the default domain, valid from `min_opset` on.
+def onnx_op(*op_types: str, min_opset: int = 1, domain: str = ""):
+    """Register a converter for op types of the default domain, valid from `min_opset` on (of
+    `domain`'s opset for another domain: its op types register as "domain.OpType").
 
     Several registrations of one op type at different min_opsets pick the newest one not above the
     model's opset (Squeeze's axes: an attribute before 13, an input from 13)."""
     def deco(fn: Converter) -> Converter:
         for t in op_types:
+            t = f"{domain}.{t}" if domain else t
             vs = [v for v in _VERSIONS.get(t, []) if v[0] != min_opset] + [(min_opset, fn)]
             vs.sort(key=lambda v: -v[0])
             _VERSIONS[t] = vs
             CONVERTERS[t] = vs[0][1]
         return fn
     return deco
+
+
+def op_key(domain: str, op_type: str) -> str:
+    """The registry's name of an op type: bare for the default domain, else "domain.OpType"."""
+    return f"{domain}.{op_type}" if domain else op_type
 
 
 def converter_for(op_type: str, opset: int) -> Optional[Converter]:
@@ -95,6 +102,7 @@ class NodeContext:
     def __init__(self, node, index: int, opset: int, input_names: list[str], loader):
         self.node = node
         self.op_type: str = node.op_type
+        self.domain: str = "" if node.domain == "ai.onnx" else node.domain
         self.name: str = node.name or f"{node.op_type}_{index}"
         self.opset = opset
         self.input_names = input_names   # "" for an omitted optional input
@@ -106,6 +114,8 @@ class NodeContext:
     # -- labelling and errors ----------------------------------------------------------------
     @property
     def label(self) -> str:
+        if self.domain:  # as the loader names a node of another domain
+            return f"node '{self.name}' ({self.domain}.{self.op_type}, {self.domain} opset {self.opset})"
         return f"node '{self.name}' ({self.op_type}, opset {self.opset})"
 
     def unsupported(self, msg: str) -> UnsupportedOpError:
@@ -205,10 +215,16 @@ class NodeContext:
             _check_attr_type(self, name, v, default)
         return v
 
-    def inline(self, graph) -> list:
+    def inline(self, graph, inputs: Optional[Sequence[Tensor]] = None) -> list:
         """Convert a subgraph attribute (GraphProto) in this node's scope: its outputs, as converter
-        results (Tensors, or import-time values)."""
-        return self._loader.inline(graph, self)
+        results (Tensors, or import-time values). `inputs` bind the subgraph's formal inputs (a
+        FlexAttention modifier's scores); an If branch has none."""
+        return self._loader.inline(graph, self, inputs)
+
+    def call(self, graph, bindings: list) -> list:
+        """Convert a loop body (GraphProto) with its inputs bound to `bindings`: its outputs, as
+        converter results. Each call converts the body afresh (one unrolled iteration)."""
+        return self._loader.call(graph, self, bindings)
 
     # -- import-time results ------------------------------------------------------------------
     def constant_value(self, arr) -> Folded:

@@ -138,10 +138,11 @@ void stage_dst(Entry& e, const dnnl::memory::desc& md) {
 std::shared_ptr<Entry> make_matmul(const MatmulConfig& cfg, const int64_t* d) {
   const int r = cfg.rank;
   const dt t = compute_type(cfg.storage, cfg.convert);
+  const dt t_dst = cfg.f32_dst ? dt::f32 : t;
   auto e = std::make_shared<Entry>();
   e->src = strided_md(r, d, d + r, t);
   e->wei = strided_md(r, d + 2 * r, d + 3 * r, t);
-  stage_dst(*e, strided_md(r, d + 4 * r, d + 5 * r, t));
+  stage_dst(*e, strided_md(r, d + 4 * r, d + 5 * r, t_dst));
   // A constant weight goes into the layout the primitive picks; one computed at run time is read
   // where it lies (the brgemm matmul copies its panels as it goes).
   const dnnl::memory::desc wei =
@@ -150,7 +151,7 @@ std::shared_ptr<Entry> make_matmul(const MatmulConfig& cfg, const int64_t* d) {
     e->has_bias = true;
     e->bias = strided_md(r, d + 6 * r, d + 7 * r, t);
   }
-  finish_epilogue(*e, cfg.epilogue, d, t, [&](const dnnl::primitive_attr& attr) {
+  finish_epilogue(*e, cfg.epilogue, d, t_dst, [&](const dnnl::primitive_attr& attr) {
     return cfg.has_bias ? dnnl::matmul::primitive_desc(engine(), e->src, wei, e->bias, e->dst, attr)
                         : dnnl::matmul::primitive_desc(engine(), e->src, wei, e->dst, attr);
   });
@@ -161,12 +162,13 @@ std::shared_ptr<Entry> make_matmul(const MatmulConfig& cfg, const int64_t* d) {
 std::shared_ptr<Entry> make_conv(const ConvConfig& cfg, const int64_t* d) {
   const int wr = cfg.wei_rank;
   const dt t = compute_type(cfg.storage, cfg.convert);
+  const dt t_dst = cfg.f32_dst ? dt::f32 : t;
   const int64_t* w = d + 8;
   const int64_t* o = w + 2 * wr;
   auto e = std::make_shared<Entry>();
   e->src = strided_md(4, d, d + 4, t);
   e->wei = strided_md(wr, w, w + wr, t);
-  stage_dst(*e, strided_md(4, o, o + 4, t));
+  stage_dst(*e, strided_md(4, o, o + 4, t_dst));
   // Always `any`: with plain OHWI weights oneDNN falls back to its reference convolution. A
   // constant weight is packed once, one computed at run time is reordered on every call.
   const dnnl::memory::desc wei(e->wei.get_dims(), t, dnnl::memory::format_tag::any);
@@ -180,14 +182,14 @@ std::shared_ptr<Entry> make_conv(const ConvConfig& cfg, const int64_t* d) {
   if (cfg.transposed) {
     using P = dnnl::deconvolution_forward::primitive_desc;
     const auto alg = dnnl::algorithm::deconvolution_direct;
-    finish_epilogue(*e, cfg.epilogue, d, t, [&](const dnnl::primitive_attr& attr) {
+    finish_epilogue(*e, cfg.epilogue, d, t_dst, [&](const dnnl::primitive_attr& attr) {
       return cfg.has_bias ? P(engine(), prop, alg, e->src, wei, e->bias, e->dst, strides, dilates, pad_l, pad_r, attr)
                           : P(engine(), prop, alg, e->src, wei, e->dst, strides, dilates, pad_l, pad_r, attr);
     });
   } else {
     using P = dnnl::convolution_forward::primitive_desc;
     const auto alg = dnnl::algorithm::convolution_direct;
-    finish_epilogue(*e, cfg.epilogue, d, t, [&](const dnnl::primitive_attr& attr) {
+    finish_epilogue(*e, cfg.epilogue, d, t_dst, [&](const dnnl::primitive_attr& attr) {
       return cfg.has_bias ? P(engine(), prop, alg, e->src, wei, e->bias, e->dst, strides, dilates, pad_l, pad_r, attr)
                           : P(engine(), prop, alg, e->src, wei, e->dst, strides, dilates, pad_l, pad_r, attr);
     });
@@ -196,13 +198,14 @@ std::shared_ptr<Entry> make_conv(const ConvConfig& cfg, const int64_t* d) {
   return e;
 }
 
-// out = epilogue(src * wei (+ bias)) for one storage type; `empty` when the reduction is empty (K or
-// C = 0), where the accumulator is the bias (or zeros) and oneDNN is not called.
-template <typename T, bool kConvert, typename Make>
+// out = epilogue(src * wei (+ bias)) for one storage type T of the operands and O of the result (T,
+// or float for a bf16 product kept in float32); `empty` when the reduction is empty (K or C = 0),
+// where the accumulator is the bias (or zeros) and oneDNN is not called.
+template <typename T, typename O, bool kConvert, typename Make>
 void dispatch(KernelState* st, bool prepack, int nkey, const Epilogue& ep, void* const* p, const int64_t* d,
               const int64_t* out_sizes, int out_rank, int channel_axis, bool has_bias, bool empty, int src_offset,
               Make&& make) {
-  T* out = static_cast<T*>(p[0]);
+  O* out = static_cast<O*>(p[0]);
   const T* bias = has_bias ? static_cast<const T*>(p[3]) : nullptr;
   const int64_t out_elems = numel(out_rank, out_sizes);
   if (out_elems == 0) return;
@@ -213,22 +216,27 @@ void dispatch(KernelState* st, bool prepack, int nkey, const Epilogue& ep, void*
   }
   std::shared_ptr<Entry> e = st->primitives.get(d, nkey, make);
   const T* src = static_cast<const T*>(p[1]) + (src_offset >= 0 ? d[src_offset] : 0);
-  run<T, kConvert>(*e, out, src, static_cast<const T*>(p[2]), bias,
+  run<T, O, kConvert>(*e, out, src, static_cast<const T*>(p[2]), bias,
                    prepack ? &st->packs : nullptr, prepack ? d[nkey] : 0, p);
   if (ep.loop && !e->post_ops) ep.loop(p, d);
 }
 
 template <typename... Args>
-void by_storage(Storage s, bool convert, Args&&... args) {
+void by_storage(Storage s, bool convert, bool f32_dst, Args&&... args) {
   switch (s) {
     case Storage::f32:
-      return dispatch<float, false>(std::forward<Args>(args)...);
+      return dispatch<float, float, false>(std::forward<Args>(args)...);
     case Storage::bf16:
-      return convert ? dispatch<ait::bf16, true>(std::forward<Args>(args)...)
-                     : dispatch<ait::bf16, false>(std::forward<Args>(args)...);
+      if (f32_dst) {  // through float32 scratch, the primitive's float32 result is the output's type
+        return convert ? dispatch<ait::bf16, float, true>(std::forward<Args>(args)...)
+                       : dispatch<ait::bf16, float, false>(std::forward<Args>(args)...);
+      }
+      return convert ? dispatch<ait::bf16, ait::bf16, true>(std::forward<Args>(args)...)
+                     : dispatch<ait::bf16, ait::bf16, false>(std::forward<Args>(args)...);
     case Storage::f16:
-      return convert ? dispatch<ait::half, true>(std::forward<Args>(args)...)
-                     : dispatch<ait::half, false>(std::forward<Args>(args)...);
+      if (f32_dst) break;
+      return convert ? dispatch<ait::half, ait::half, true>(std::forward<Args>(args)...)
+                     : dispatch<ait::half, ait::half, false>(std::forward<Args>(args)...);
   }
   throw std::runtime_error("oneDNN kernel: unsupported storage type");
 }
@@ -238,13 +246,13 @@ void by_storage(Storage s, bool convert, Args&&... args) {
 void matmul(const MatmulConfig& cfg, KernelState* st, void* const* p, const int64_t* d) {
   const int r = cfg.rank;
   // Channels of the bias (N) are the output's last axis; K is a's last size.
-  by_storage(cfg.storage, cfg.convert, st, cfg.prepack, cfg.nkey, cfg.epilogue, p, d, d + 4 * r, r, r - 1,
+  by_storage(cfg.storage, cfg.convert, cfg.f32_dst, st, cfg.prepack, cfg.nkey, cfg.epilogue, p, d, d + 4 * r, r, r - 1,
              cfg.has_bias, d[r - 1] == 0, cfg.src_offset, [&] { return make_matmul(cfg, d); });
 }
 
 void conv(const ConvConfig& cfg, KernelState* st, void* const* p, const int64_t* d) {
   // out [N, O, HO, WO] sits after x's 8 dims and the weight's; channels are its axis 1; C is x's.
-  by_storage(cfg.storage, cfg.convert, st, cfg.prepack, cfg.nkey, cfg.epilogue, p, d, d + 8 + 2 * cfg.wei_rank, 4, 1,
+  by_storage(cfg.storage, cfg.convert, cfg.f32_dst, st, cfg.prepack, cfg.nkey, cfg.epilogue, p, d, d + 8 + 2 * cfg.wei_rank, 4, 1,
              cfg.has_bias, d[1] == 0, -1, [&] { return make_conv(cfg, d); });
 }
 

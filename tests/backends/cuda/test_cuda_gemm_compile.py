@@ -82,23 +82,34 @@ def gemm_calls(calls):
 
 # -- kernel choice and parameters ---------------------------------------------------------------
 
-@pytest.mark.parametrize("case, arch, kw, template", [
-    ("ffn16", "sm_80", {}, "gemm_sm80.cu.j2"),
-    ("ffn16", "sm_90a", {}, "gemm_sm90.cu.j2"),
-    ("ffn32", "sm_90a", {}, "gemm_simt.cu.j2"),
-    ("ffn32", "sm_80", {"allow_tf32": True}, "gemm_sm80.cu.j2"),
-    ("oddk", "sm_90a", {}, "gemm_simt.cu.j2"),     # K = 3: rows of 6 bytes
-    ("align2", "sm_90a", {}, "gemm_sm80.cu.j2"),   # K = 6: 4-byte rows, no TMA
+@pytest.mark.parametrize("case, arch, kw, templates", [
+    ("ffn16", "sm_80", {}, ["gemm_sm80.cu.j2"]),
+    ("ffn16", "sm_90a", {}, ["gemm_sm90.cu.j2"]),
+    # float32 without TF32: CUTLASS's SIMT sgemm, bias + gelu + residual in one pass after it
+    ("ffn32", "sm_90a", {}, ["gemm_sm80_simt.cu.j2", "epilogue_apply.cu.j2"]),
+    ("ffn32", "sm_80", {"allow_tf32": True}, ["gemm_sm80.cu.j2"]),
+    ("oddk", "sm_90a", {}, ["gemm_sm80.cu.j2"]),     # K = 3: rows of 6 bytes, two-stage mainloop
+    ("align2", "sm_90a", {}, ["gemm_sm80.cu.j2"]),   # K = 6: 4-byte rows, no TMA
+    ("huge", "sm_80", {}, ["gemm_simt.cu.j2"]),      # M past int32: CUTLASS 2.x sizes are int
 ])
-def test_kernel_choice(case, arch, kw, template):
+def test_kernel_choice(case, arch, kw, templates):
     if case.startswith("ffn"):
         outs = bert_ffn("float16" if case == "ffn16" else "float32")
     else:
         k = 3 if case == "oddk" else 6
-        a = ag.Tensor([50, k], dtype="bfloat16", name="a")
+        m = ag.IntVar("m", 1, 2**31) if case == "huge" else 50
+        a = ag.Tensor([m, k], dtype="bfloat16", name="a")
         outs = {"y": ops.tanh(ops.gemm(a, ag.Tensor([k, 16], dtype="bfloat16", name="b")))}
     _, calls = lower(outs, arch, **kw)
-    assert [c.spec.template for c in calls] == [f"cuda/templates/{template}"]
+    assert [c.spec.template for c in calls] == [f"cuda/templates/{t}" for t in templates]
+    p = calls[0].spec.param_dict()
+    if case == "oddk":   # alignment 1 on A (K = 3), the two-stage candidates only
+        assert p["align_a"] == 1 and {c["stages"] for c in p["configs"]} == {2}
+    if case == "ffn32" and not kw:  # the whole epilogue (bias, gelu, residual) is the pass's functor
+        apply = calls[1].spec.param_dict()
+        assert apply["functor"]["params"] == ["float acc", "float bias", "float s1"]
+        assert [t.name for t in calls[1].ptrs][2:] == ["res"] and calls[1].ptrs[0] is calls[0].ptrs[0]
+        assert {c["tb"][2] for c in p["configs"]} == {8}   # SIMT tiles (K tile 8)
 
 
 def test_gemm_parameters_and_dims():
@@ -157,6 +168,20 @@ def test_conv_choice_and_unsupported_conv_transpose():
                                                                      "conv_simt.cu.j2", "pad.cu.j2", "pad.cu.j2"]
     with pytest.raises(UnsupportedOpError, match="conv_transpose2d"):
         lower({"t": ops.conv_transpose2d(x, _const((16, 3, 3, 4), "float16", rng), stride=2)})
+
+
+def test_float32_conv_takes_cutlass_simt_with_the_epilogue_after():
+    rng = np.random.default_rng(0)
+    x = ag.Tensor([2, 14, 14, 5], dtype="float32", name="x")     # C = 5: alignment 1 is fine for SIMT
+    y = ops.relu(ops.conv2d(x, _const((7, 3, 3, 5), "float32", rng), _const((7,), "float32", rng), padding=1))
+    _, calls = lower({"y": y}, "sm_90a")
+    assert [c.spec.template.split("/")[-1] for c in calls] == ["conv_fprop_simt.cu.j2", "epilogue_apply.cu.j2"]
+    conv, apply = calls
+    assert {c["tb"][2] for c in conv.spec.param_dict()["configs"]} == {8}
+    assert apply.ptrs[0] is conv.ptrs[0] and apply.spec.param_dict()["functor"]["params"] == ["float acc", "float bias"]
+    # with TF32 allowed: the tensor-core kernel and its visitor tree, no pass after
+    _, calls = lower({"y": y}, "sm_80", allow_tf32=True)
+    assert [c.spec.template.split("/")[-1] for c in calls] == ["conv_fprop.cu.j2"]
 
 
 def test_grouped_towers_share_one_launch():
@@ -267,12 +292,19 @@ def test_bmm_conv_grouped_and_fallbacks_compile(cuda_toolchain, tmp_path):
     towers = {f"tw{i}": ops.relu(ops.linear(t, _const((48, t.shape[1].value), "float16", rng),
                                             _const((48,), "float16", rng))) for i, t in enumerate((t0, t1))}
     f32 = ag.Tensor([20, 30], dtype="float32", name="f32")
+    img32 = ag.Tensor([1, 9, 9, 5], dtype="float32", name="img32")
+    odd = ag.Tensor([40, 27], dtype="float16", name="odd")           # K = 27: 2-byte rows
+    huge = ag.Tensor([ag.IntVar("rows", 1, 2**31), 16], dtype="float16", name="huge")
     outs = {"scores": ops.bmm(q, k, trans_b=True) * 0.125 + mask, "conv": conv, "dw": dw, **every_load(m=64),
-            "simt": ops.sigmoid(ops.gemm(f32, _const((30, 10), "float32", rng))), **towers}
+            "simt": ops.sigmoid(ops.gemm(f32, _const((30, 10), "float32", rng))), **towers,
+            "narrow": ops.relu(ops.linear(odd, _const((24, 27), "float16", rng), _const((24,), "float16", rng))),
+            "own": ops.gemm(huge, _const((16, 8), "float16", rng)),
+            "conv32": ops.conv2d(img32, _const((6, 3, 3, 5), "float32", rng), _const((6,), "float32", rng), stride=2)}
     _, calls = lower(outs, "sm_80")
     kinds = {c.spec.template.split("/")[-1] for c in calls}
     assert {"gemm_sm80.cu.j2", "epilogue_apply.cu.j2", "conv_fprop.cu.j2", "conv_simt.cu.j2", "gemm_grouped.cu.j2",
-            "gemm_simt.cu.j2"} <= kinds
+            "gemm_sm80_simt.cu.j2", "gemm_simt.cu.j2", "conv_fprop_simt.cu.j2"} <= kinds
+    assert any(c.spec.param_dict().get("align_a") == 1 for c in calls if c.spec.template.endswith("gemm_sm80.cu.j2"))
     done = set()
     for c in calls:
         if c.spec.func not in done and any(t in c.spec.template for t in ("gemm", "conv", "epilogue")):

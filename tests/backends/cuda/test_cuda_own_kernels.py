@@ -157,9 +157,13 @@ def test_covers_every_cpu_kind_but_gemm_conv_attention():
     ours = {k for (b, k), fn in _LOWERINGS.items()
             if b == "cuda" and fn.__module__.rsplit(".", 1)[-1] in OWN and fn.__module__.startswith("aitgen.codegen.kernels")}
     # GROUPED is lowered by the GEMM family's dispatcher (kernels/cuda/grouped.py), not by these files.
-    # TOPK has no CUDA kernel yet: compiling it for CUDA raises UnsupportedOpError.
+    # TOPK, SCATTER_ND, LINEAR_ATTENTION, DET and ROI_ALIGN have no CUDA kernel yet: compiling them
+    # for CUDA raises UnsupportedOpError; nor have the kinds that bind sizes during the run
+    # (ops/dynamic.py; test_import_data_dependent.py).
     assert cpu - ours - {OpKind.GROUPED} == {OpKind.GEMM, OpKind.BMM, OpKind.CONV2D, OpKind.CONV_TRANSPOSE2D,
-                                             OpKind.ATTENTION, OpKind.TOPK}
+                                             OpKind.ATTENTION, OpKind.TOPK, OpKind.SCATTER_ND,
+                                             OpKind.LINEAR_ATTENTION, OpKind.DET, OpKind.ROI_ALIGN,
+                                             OpKind.BIND_DIMS, OpKind.NONZERO, OpKind.NMS, OpKind.UNIQUE}
     assert ours <= cpu
 
 

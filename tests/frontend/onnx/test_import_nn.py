@@ -147,10 +147,26 @@ def test_maxpool_indices_output_is_refused():
      "known at import time"),
     ("AveragePool", [In("x", X4)], {"kernel_shape": [3, 3], "pads": [2, 2, 2, 2], "ceil_mode": 1},
      UnsupportedOpError, "ceil_mode"),
-    ("Einsum", [In("a", rand((3, 3)))], {"equation": "ii->i"}, UnsupportedOpError, "diagonal"),
+    ("Einsum", [In("a", rand((3, 3)), dims=["N", 3])], {"equation": "ii->i"}, UnsupportedOpError,
+     "static, equal sizes"),
     ("LRN", [In("x", X4)], {}, ImportError_, "size"),
 ])
 def test_typed_errors(op, inputs, attrs, err, match):
     c = case(op, op, inputs, attrs, opset=13)
     with pytest.raises(err, match=match):
         ox.load(c.model)
+
+
+def test_einsum_diagonals_match_onnxruntime(tmp_path):
+    """A letter repeated in one operand takes the diagonal first: 'ii->i', the trace 'ii', a
+    batched diagonal, a diagonal then a contraction, a letter three times. Tolerance: F32 (rtol
+    1e-5, atol 1e-6), onnxruntime as the peer."""
+    cs = [case(f"ein_{k}", "Einsum", ins, {"equation": eq}, opset=13) for k, (eq, ins) in enumerate([
+        ("ii->i", [In("a", rand((4, 4), seed=1))]),
+        ("ii", [In("a", rand((4, 4), seed=2))]),
+        ("...ii->...i", [In("a", rand((2, 3, 3), seed=3))]),
+        ("iij,jk->ik", [In("a", rand((3, 3, 5), seed=4)), In("b", rand((5, 2), seed=5))]),
+        ("iji->j", [In("a", rand((3, 4, 3), seed=6))]),
+        ("iii->i", [In("a", rand((3, 3, 3), seed=7))]),
+    ])]
+    check_cases(cs, tmp_path / "einsum_diag")

@@ -226,9 +226,10 @@ def test_errors_are_typed_and_name_the_node():
                           opset_imports=[helper.make_opsetid("", 17)])
     with pytest.raises(ImportError_, match="Concat"):
         ox.load(m)
-    # a pad mode the IR cannot express is refused by name
-    c = case("wrap", "Pad", [In("x", rand((3, 4))), In("p", c64([1, 1, 1, 1]), True)], {"mode": "wrap"}, opset=19)
-    with pytest.raises(UnsupportedOpError, match="'wrap'"):
+    # wrap padding of a dynamic dim (its gather indices need the size) is refused by name
+    c = case("wrap", "Pad", [In("x", rand((3, 4)), dims=["N", 4]), In("p", c64([1, 1, 1, 1]), True)], {"mode": "wrap"},
+             opset=19)
+    with pytest.raises(UnsupportedOpError, match="wrap padding of dim 0 needs a static"):
         ox.load(c.model)
     # a shape mismatch
     m = helper.make_model(helper.make_graph([helper.make_node("Add", ["x", "z"], ["y"], name="add")], "g",
@@ -237,12 +238,17 @@ def test_errors_are_typed_and_name_the_node():
     with pytest.raises(ImportError_, match=r"node 'add' \(Add"):
         ox.load(m)
     # a value needed while compiling, fed as a graph input: typed, with the way out named
-    c = case("rt_shape", "Reshape", [In("x", rand((2, 3))), In("s", c64([3, 2]))])
+    # (Resize's sizes have no run-time form yet; a Reshape target fed as data is a size the run binds)
+    c = case("rt_sizes", "Resize", [In("x", rand((1, 1, 2, 3))), None, None, In("s", c64([1, 1, 4, 6]))],
+             {"mode": "nearest"}, opset=19)
     with pytest.raises(UnsupportedOpError, match="constant_inputs"):
         ox.load(c.model)
-    _, outs = ox.load(c.model, constant_inputs={"s": c64([3, 2])})
-    assert [d.value for d in outs["y"].shape] == [3, 2]
+    _, outs = ox.load(c.model, constant_inputs={"s": c64([1, 1, 4, 6])})
+    assert [d.value for d in outs["y"].shape] == [1, 1, 4, 6]
     assert set(used_inputs(outs)) == {"x"}
+    c = case("rt_shape", "Reshape", [In("x", rand((2, 3))), In("s", c64([3, 2]))])
+    _, outs = ox.load(c.model)
+    assert all(d.produced for d in outs["y"].shape) and set(used_inputs(outs)) == {"x", "s"}
 
 
 def test_other_domains_are_unsupported_and_unimported_ones_malformed():
@@ -292,3 +298,21 @@ def test_if_inlines_a_known_branch_and_selects_at_run_time():
     _, outs = ox.load(m, constant_inputs={"c": np.array(False)})
     assert [op.kind for op in topo_order(outs.values())[0]] == [OpKind.NEG]
     assert_close(ag.reference.run(outs, {"x": xv})["y"], -xv, "If inlined")
+
+
+def test_wrap_pad_matches_numpy_reference_and_onnxruntime(tmp_path):
+    """Pad mode 'wrap' (opset 19+): pads within the dim, past it (wrapping twice), a crop on one side
+    with a wrap on the other, and `axes`; exact (a gather of constant indices)."""
+    from onnx_cases import check_cases_ref
+    x = np.arange(2 * 3 * 4, dtype=np.float32).reshape(2, 3, 4)
+    i64 = np.int64
+    cs = [case("wrap_small", "Pad", [In("x", x), In("p", np.array([0, 1, 2, 0, 2, 1], i64), True)],
+               {"mode": "wrap"}, opset=19),
+          case("wrap_past_dim", "Pad", [In("x", x), In("p", np.array([0, 4, 7, 0, 5, 9], i64), True)],
+               {"mode": "wrap"}, opset=19),
+          # onnx's reference (np.pad) takes no negative pads: onnxruntime decides
+          case("wrap_crop", "Pad", [In("x", x), In("p", np.array([0, -1, 3, 0, 2, -2], i64), True)],
+               {"mode": "wrap"}, opset=19, ref=False),
+          case("wrap_axes", "Pad", [In("x", x.astype(np.int32)), In("p", np.array([2, 1, 3, 0], i64), True), None,
+                                    In("a", np.array([2, 0], i64), True)], {"mode": "wrap"}, opset=19)]
+    check_cases_ref(cs, tmp_path / "wrap", dict(rtol=0.0, atol=0.0))

@@ -119,10 +119,25 @@ def _node_expr(kind: OpKind, a, operand_dtypes: list[DType], out_dtype: DType) -
         return lo if a.max is None else f"std::min({lo}, T({_lit(a.max)}))"
     if k is OpKind.DIV:
         return "a0 / a1" if operand_dtypes[0].is_float else "(a1 == T(0) ? T(0) : T(a0 / a1))"
+    if k is OpKind.CAST and a.bitcast:
+        # same width (ops.bitcast checks); integers convert modulo 2^width on return and store,
+        # which keeps their bits, so only a float on either side needs the reinterpretation
+        if out_dtype.is_float or operand_dtypes[0].is_float:
+            return f"__builtin_bit_cast({COMPUTE[out_dtype]}, a0)"
+        return "a0"
+    if k is OpKind.CAST and out_dtype is DType.float8_e8m0fnu:
+        # mode codes of ait::e8m0_cast (e8m0.h), ops/elementwise.py E8M0_ROUND_MODES' order
+        mode = ("up", "down", "nearest").index(a.round_mode)
+        return (f"ait::e8m0_cast(static_cast<float>(a0), {mode}, "
+                f"{'true' if a.saturate else 'false'})")
     if k is OpKind.CAST and out_dtype is DType.bool:
         return "a0 != T(0)"
     if k is OpKind.CAST and out_dtype.is_fp8 and a.saturate and operand_dtypes[0].is_float:
         return _fp8_saturate(out_dtype)
+    if k is OpKind.CAST and out_dtype.is_subbyte_int and operand_dtypes[0].is_float:
+        # ml_dtypes' rule (the oracle's): truncate toward zero; out of range or NaN gives 0
+        lo, hi = out_dtype.int_range
+        return f"(a0 > T({lo - 1}) && a0 < T({hi + 1}) ? a0 : T(0))"
     if k in (OpKind.SHIFT_LEFT, OpKind.SHIFT_RIGHT):
         # The stored width decides: a narrow type computes in 32 bits, so shift counts up to 31 wrap
         # correctly when stored; beyond the width C++ leaves it undefined and the oracle says 0 (-1

@@ -15,7 +15,7 @@ from ....ir.op import Op, OpKind
 from ...lower import LowerContext, lowering
 from ...spec import CONSTANTS_VERSION, KernelCall, KernelSpec
 from . import epilogue
-from .gemm import Md, dense_strides, is_constant, md_dims, onednn_types
+from .gemm import Md, dense_strides, is_constant, md_dims, result_types
 
 
 def _nhwc(n: Dim, c: Dim, h: Dim, w: Dim) -> Md:
@@ -39,7 +39,8 @@ def _weights(shape, groups: int, transposed: bool) -> Md:
     return [IntImm(groups), og, ig, kh, kw], [sg, so, si, skh, skw]
 
 
-@lowering("cpu", OpKind.CONV2D, OpKind.CONV_TRANSPOSE2D, epilogue=True, features=("strided_output",))
+@lowering("cpu", OpKind.CONV2D, OpKind.CONV_TRANSPOSE2D, epilogue=True,
+           features=("strided_output", "epilogue_widen"))
 def lower_conv(op: Op, ctx: LowerContext) -> list[KernelCall]:
     own, extras = epilogue.own_operands(op)
     x, w = own[:2]
@@ -67,9 +68,9 @@ def lower_conv(op: Op, ctx: LowerContext) -> list[KernelCall]:
     if bias is not None:
         dims += md_dims(([out.shape[3]], [IntImm(1)]))
     prepack = is_constant(ctx, w)
-    types = onednn_types(out.dtype, f"{op.kind.value} '{op.name}'")
+    types = result_types(op, x, out)
     ep, key, loop_dims = epilogue.plan(op, out, extras, first_ptr=3 + (bias is not None), key_offset=len(dims),
-                                       prepack=prepack, convert=types["convert"],
+                                       prepack=prepack, convert=types["convert"], own_dtype=x.dtype,
                                        dst_md=epilogue.nhwc_md(out.shape), rank=4, out_strides=out_strides)
     dims += key
     spec = KernelSpec.make(ctx.template("conv_onednn.cpp.j2"), transposed=transposed, wei_rank=len(wei[0]),

@@ -36,6 +36,7 @@ from typing import Callable, Optional, Sequence
 
 from ....errors import UnsupportedOpError
 from ....ir.dims import Dim, IntImm, prod
+from ....ir.dtype import DType
 from ....ir.op import Op, OpKind
 from ....ir.tensor import Tensor
 from ....ops.fused import Epilogue, split_operands
@@ -83,7 +84,9 @@ def _post_ops(ep: Epilogue, out: Tensor, extras: list[Tensor], convert: bool, ds
     for i, n in enumerate(e.nodes):
         if not n.dtype.is_float:
             return None
-        if len(n.args) == 1 and n.args[0] == cur and (p := _eltwise(n)) is not None:
+        if n.kind is OpKind.CAST and n.args == (cur,) and n.dtype is DType.float32 is out.dtype:
+            pass  # the widening cast: the primitive already writes float32 (f32_dst), nothing to do
+        elif len(n.args) == 1 and n.args[0] == cur and (p := _eltwise(n)) is not None:
             ops.append(p)
         elif len(n.args) == 2 and n.kind in _BINARY and cur in n.args and n.args[0] != n.args[1]:
             other = n.args[1] if n.args[0] == cur else n.args[0]
@@ -108,7 +111,7 @@ def _post_ops(ep: Epilogue, out: Tensor, extras: list[Tensor], convert: bool, ds
 
 def plan(op: Op, out: Tensor, extras: list[Tensor], *, first_ptr: int, key_offset: int, prepack: bool,
          convert: bool, dst_md: DstMd, rank: int, out_strides=None,
-         post_ops: bool = True) -> tuple[dict, list[Dim], list[Dim]]:
+         post_ops: bool = True, own_dtype: Optional[DType] = None) -> tuple[dict, list[Dim], list[Dim]]:
     """Kernel params (`epilogue`, `post_ops`), dims that join the primitive key (after key_offset),
     and the loop's dims (after the constants version). `rank` is the rank of dst_md's descriptors.
     `out_strides`: where the output lies at strides of its own (a slice of a concat written in
@@ -116,9 +119,14 @@ def plan(op: Op, out: Tensor, extras: list[Tensor], *, first_ptr: int, key_offse
     ep: Optional[Epilogue] = getattr(op.attrs, "epilogue", None)
     if ep is None:
         return dict(epilogue=None, post_ops=[], post_rank=0), [], []
-    if ep.expr.slot_dtypes([out.dtype] + [x.dtype for x in extras])[ep.expr.outputs[0]] != out.dtype:
-        raise UnsupportedOpError(f"{op.kind.value} '{op.name}': an epilogue that changes the result's dtype "
-                                 "has no CPU kernel")
+    # own_dtype: the op's own result (slot 0), when the epilogue widens it (bf16 -> float32: the
+    # kernel's primitive then writes float32, and the loop below reads that back as slot 0).
+    own = own_dtype or out.dtype
+    if ep.expr.slot_dtypes([own] + [x.dtype for x in extras])[ep.expr.outputs[0]] != out.dtype:
+        raise UnsupportedOpError(f"{op.kind.value} '{op.name}': the epilogue's result type is not the op's")
+    if own is not out.dtype and not (own is DType.bfloat16 and out.dtype is DType.float32):
+        raise UnsupportedOpError(f"{op.kind.value} '{op.name}': an epilogue from {own.value} to {out.dtype.value} "
+                                 "has no CPU kernel (only bfloat16 -> float32)")
     key: list[Dim] = []
     post = (_post_ops(ep, out, extras, convert, dst_md) if post_ops else None) or []
     for p in post:
@@ -139,10 +147,10 @@ def plan(op: Op, out: Tensor, extras: list[Tensor], *, first_ptr: int, key_offse
                          inner=0 if strides[-1] == 0 else 1))
     if out_strides is not None:
         loop_dims += list(out_strides)
-    cpp = expr_cpp(ep.expr, [out.dtype] + [x.dtype for x in extras], prefix="ep")
+    cpp = expr_cpp(ep.expr, [own] + [x.dtype for x in extras], prefix="ep")
     out_slot = ep.expr.outputs[0]
     params = dict(functions=cpp["functions"], statements=cpp["statements"], rank=len(shape), dims_at=loop_at,
-                  args=args, acc=load(out.dtype, "orow", "i"), acc_t=COMPUTE[out.dtype],
+                  args=args, acc=load(out.dtype, "orow", "i"), acc_t=COMPUTE[out.dtype], out_t=STORAGE[out.dtype],
                   store=store(out.dtype, f"s{out_slot}"),
                   out_strided=out_strides is not None)
     return dict(epilogue=params, post_ops=post, post_rank=rank), key, loop_dims

@@ -8,6 +8,8 @@ one kernel serves every shape of a spec (twelve BERT layers, any batch).
 """
 from __future__ import annotations
 
+import functools
+from pathlib import Path
 from typing import Optional, Sequence
 
 from ....errors import UnsupportedOpError
@@ -24,19 +26,49 @@ from . import epilogue
 Md = tuple[list[Dim], list[Dim]]  # (sizes, strides) of one oneDNN memory descriptor
 
 
+@functools.lru_cache(maxsize=None)
+def cpu_flags() -> frozenset:
+    """The building machine's CPU flags (/proc/cpuinfo): CPU libraries are built -march=native, for
+    the machine that builds them. Empty where there is no /proc/cpuinfo."""
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return frozenset()
+    return frozenset(next((ln.split(":", 1)[1].split() for ln in text.splitlines() if ln.startswith("flags")), []))
+
+
+def native_bf16() -> bool:
+    """Whether oneDNN 3.2 has jit bf16 matmul/conv here: AMX, AVX512-BF16, or AVX-512 (avx512_core,
+    where it emulates bf16 math in its jit kernels). Elsewhere (AVX2) it would run its reference
+    kernels, so bf16 operands go through float32 scratch instead (the issue's "via fp32 elsewhere")."""
+    return {"avx512f", "avx512bw", "avx512vl", "avx512dq"} <= cpu_flags()
+
+
 def onednn_types(dtype: DType, what: str = "matmul") -> dict:
     """Storage type, the oneDNN type computed in, and whether operands go through float32 scratch.
 
-    bfloat16 runs natively (oneDNN's avx512_core_bf16 kernels, float32 accumulation); float16 has no
-    oneDNN CPU kernels without avx512_fp16, so it converts to float32 and back.
+    bfloat16 runs natively where oneDNN has jit kernels for it (native_bf16: AMX, avx512_core_bf16,
+    avx512_core; float32 accumulation), else through float32 scratch; float16 has no oneDNN CPU
+    kernels without avx512_fp16, so it converts to float32 and back.
     """
     if dtype is DType.float32:
         return dict(storage=STORAGE[dtype], storage_code="f32", convert=False)
     if dtype is DType.bfloat16:
-        return dict(storage=STORAGE[dtype], storage_code="bf16", convert=False)
+        return dict(storage=STORAGE[dtype], storage_code="bf16", convert=not native_bf16())
     if dtype is DType.float16:
         return dict(storage=STORAGE[dtype], storage_code="f16", convert=True)
     raise UnsupportedOpError(f"{what}: oneDNN kernels take float32, float16 or bfloat16, not {dtype}")
+
+
+def result_types(op: Op, a: Tensor, out: Tensor) -> dict:
+    """onednn_types of the operands, plus f32_dst: a bf16 product whose epilogue ends in float32
+    (Capabilities.epilogue_widen) has oneDNN write its float32 accumulator, never rounded to bf16."""
+    types = onednn_types(a.dtype, f"{op.kind.value} '{op.name}'")
+    widen = a.dtype is DType.bfloat16 and out.dtype is DType.float32
+    if out.dtype is not a.dtype and not widen:
+        raise UnsupportedOpError(f"{op.kind.value} '{op.name}': {a.dtype.value} operands with a {out.dtype.value} "
+                                 "result have no CPU kernel (only bfloat16 -> float32)")
+    return dict(types, f32_dst=widen)
 
 
 def is_constant(ctx: LowerContext, t: Tensor) -> bool:
@@ -77,9 +109,9 @@ def matmul_call(ctx: LowerContext, op: Op, out: Tensor, a: Tensor, b: Tensor, bi
         n = c_md[0][-1]
         dims += md_dims(([IntImm(1)] * (rank - 1) + [n], [n] * (rank - 1) + [IntImm(1)]))
     prepack = is_constant(ctx, b)
-    types = onednn_types(out.dtype, f"{op.kind.value} '{op.name}'")
+    types = result_types(op, a, out)
     ep, key, loop_dims = epilogue.plan(op, out, list(extras), first_ptr=3 + (bias is not None), key_offset=len(dims),
-                                       prepack=prepack, convert=types["convert"],
+                                       prepack=prepack, convert=types["convert"], own_dtype=a.dtype,
                                        dst_md=dst_md or epilogue.batched_md(c_md[0]), rank=rank,
                                        out_strides=out_strides)
     dims += key
@@ -134,7 +166,7 @@ def _matrix(rows: Dim, cols: Dim, transposed: bool) -> Md:
     return ([rows, cols], [IntImm(1), rows] if transposed else [cols, IntImm(1)])
 
 
-@lowering("cpu", OpKind.GEMM, epilogue=True, features=("operand_views", "strided_output"))
+@lowering("cpu", OpKind.GEMM, epilogue=True, features=("operand_views", "strided_output", "epilogue_widen"))
 def lower_gemm(op: Op, ctx: LowerContext) -> list[KernelCall]:
     own, extras = epilogue.own_operands(op)
     a, b = own[:2]
@@ -190,7 +222,7 @@ def _batched(shape: Sequence[Dim], rank: int, transposed: bool) -> Md:
     return padded, strides
 
 
-@lowering("cpu", OpKind.BMM, epilogue=True)
+@lowering("cpu", OpKind.BMM, epilogue=True, features=("epilogue_widen",))
 def lower_bmm(op: Op, ctx: LowerContext) -> list[KernelCall]:
     (a, b), extras = epilogue.own_operands(op)
     out = op.outputs[0]

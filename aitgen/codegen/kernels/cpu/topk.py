@@ -2,7 +2,7 @@
 [outer, axis, inner]; values and indices out."""
 from __future__ import annotations
 
-from ....ir.dims import IntImm, prod
+from ....ir.dims import Dim, IntImm, prod
 from ....ir.op import Op, OpKind
 from ...cexpr import COMPUTE, STORAGE, load
 from ...lower import LowerContext, lowering
@@ -18,4 +18,4 @@ def lower_top_k(op: Op, ctx: LowerContext) -> list[KernelCall]:
                            t=STORAGE[x.dtype], ct=COMPUTE[x.dtype], load=load(x.dtype, "x", "i"),
                            par_threshold=PAR_THRESHOLD)
     return [KernelCall(spec, [vals, idx, x], [prod(x.shape[:ax]), x.shape[ax], prod(x.shape[ax + 1:]),
-                                              IntImm(op.attrs.k)], op.name or op.kind.value)]
+                                              op.attrs.k if isinstance(op.attrs.k, Dim) else IntImm(op.attrs.k)], op.name or op.kind.value)]

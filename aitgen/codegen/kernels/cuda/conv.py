@@ -2,8 +2,10 @@
 
   groups == 1, float16/bfloat16 with C a multiple of 2 (4-byte rows),
   or float32 with allow_tf32                      conv_fprop.cu.j2 (CUTLASS 2.x mainloop + visitor tree)
-  anything else (grouped / depthwise, C = 3, float32 without TF32)
-                                                  conv_simt.cu.j2 (direct, one thread per output)
+  groups == 1, float32 without TF32               conv_fprop_simt.cu.j2 (CUTLASS SIMT implicit GEMM;
+                                                  the fused epilogue as one pass after it)
+  anything else (grouped / depthwise, odd C in 16-bit: the stem is padded to 4 channels before
+  it gets here, passes/pad_conv_channels.py)      conv_simt.cu.j2 (depthwise: vector kernel; else direct)
 
 The implicit GEMM is M = N*P*Q (output pixels), N = K (output channels), K = C*R*S, with the
 result a row-major [N*P*Q, K] matrix: the GEMM's visitor tree and epilogue plan apply unchanged,
@@ -25,7 +27,7 @@ from ...lower import LowerContext, lowering
 from ...spec import KernelCall, KernelSpec
 from . import epilogue as evt
 from .configs import configs
-from .gemm import apply_calls, dense_result
+from .gemm import INT32_MAX, apply_calls, dense_result
 
 
 def conv_kernel(op: Op, arch: str, allow_tf32: bool):
@@ -46,6 +48,8 @@ def conv_kernel(op: Op, arch: str, allow_tf32: bool):
     isz, osz = dtype.itemsize, out.dtype.itemsize
     align_ab = evt.vector_width(c, isz)
     tensor_cores = a.groups == 1 and (allow_tf32 if dtype is DType.float32 else align_ab * isz >= 4)
+    if a.groups == 1 and dtype is DType.float32 and not allow_tf32 and not _past_int32(dims):
+        return _simt_conv(op, out, bias, extras, dims, pad, window)
     if not tensor_cores:
         loads, ldims = evt.general_loads(([bias] if bias is not None else []) + list(extras), out, 3, len(dims))
         params = dict(storage=STORAGE[dtype], out_storage=STORAGE[out.dtype], groups=a.groups, pad=pad, **window,
@@ -70,6 +74,32 @@ def conv_kernel(op: Op, arch: str, allow_tf32: bool):
     problem = select.Problem("conv2d", f"{ep.expr if ep is not None else ''}|{kinds}", dtype, out.dtype, layouts,
                              "sm_80", n * p * q, k, c * r * s, IntImm(1), cands.conv_candidates(dtype), streamk=False)
     return "conv_fprop.cu.j2", params, dims + ldims, problem, plan
+
+
+def _past_int32(dims) -> bool:
+    """CUTLASS's conv problem sizes are int (and so are the GEMM extents N*P*Q and C*R*S)."""
+    n, h, wd, c, k, r, s, p, q = dims
+    return any(d.upper > INT32_MAX for d in (n * h * wd * c, n * p * q * k, k * r * s * c, n * p * q, c * r * s))
+
+
+def _simt_conv(op: Op, out, bias, extras, dims, pad, window):
+    """float32 through CUTLASS's SIMT implicit GEMM; the epilogue (bias, activation, residual:
+    any broadcast) in one pass after it, as the float32 GEMM does (gemm.py's _simt_kernel)."""
+    n, h, wd, c, k, r, s, p, q = dims
+    operands = ([bias] if bias is not None else []) + list(extras)
+    has_epilogue = bool(operands) or getattr(op.attrs, "epilogue", None) is not None
+    plan = evt.EpiloguePlan(evt.accumulator_functor(op, out), [], out.dtype,
+                            apply=evt.full_functor(op, out, bias, extras) if has_epilogue else None,
+                            apply_operands=tuple(operands))
+    params = dict(op_label="conv2d", out_ctype=evt.CUTLASS_TYPE[out.dtype], pad=pad, **window, align_checks=[])
+    a = op.attrs
+    layouts = (f"nhwc/ohwi r{r}s{s} stride{a.stride[0]}x{a.stride[1]} pad{pad[0]}x{pad[1]} "
+               f"dil{a.dilation[0]}x{a.dilation[1]}")
+    ep = getattr(a, "epilogue", None)
+    problem = select.Problem("conv2d_simt", f"{ep.expr if ep is not None else ''}|", DType.float32, out.dtype, layouts,
+                             "sm_80", n * p * q, k, c * r * s, IntImm(1),
+                             cands.gemm_candidates("sm_80", DType.float32, tensor_cores=False), streamk=False)
+    return "conv_fprop_simt.cu.j2", params, list(dims), problem, plan
 
 
 @lowering("cuda", OpKind.CONV2D, epilogue=True)

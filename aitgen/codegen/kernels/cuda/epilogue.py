@@ -141,6 +141,11 @@ def plan(op: Op, out: Tensor, bias: Optional[Tensor], extras: Sequence[Tensor], 
     return EpiloguePlan(_functor(op, out, bias is not None, extras, True), bias_loads + loads, out.dtype)
 
 
+def accumulator_functor(op: Op, out: Tensor) -> dict:
+    """acc -> acc: the functor of a kernel whose whole epilogue runs in a pass after it."""
+    return _functor(op, out, False, (), False)
+
+
 def full_functor(op: Op, out: Tensor, bias: Optional[Tensor], extras: Sequence[Tensor]) -> dict:
     """The whole epilogue as one functor, for kernels that index every operand by strides."""
     return _functor(op, out, bias is not None, extras, True)

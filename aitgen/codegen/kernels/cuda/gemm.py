@@ -6,8 +6,11 @@ then the epilogue. Which kernel runs it:
 
   sm_90a, float16/bfloat16, 16-byte aligned rows, no broadcast batch    gemm_sm90.cu.j2 (CUTLASS 3.x)
   float16/bfloat16 with rows of at least 4 bytes (either arch)          gemm_sm80.cu.j2 (CUTLASS 2.x)
+  float16/bfloat16 with an odd K or N (2-byte rows: no cp.async)        gemm_sm80.cu.j2, two-stage mainloop
   float32 with allow_tf32                                               gemm_sm80.cu.j2, TF32 MMA
-  anything else (float32 without TF32, odd K/N in 16-bit)               gemm_simt.cu.j2 (our tiled SIMT)
+  float32 without TF32                                                  gemm_sm80_simt.cu.j2 (CUTLASS SIMT
+                                                                        sgemm; the epilogue in one pass after)
+  a size past int32 (CUTLASS 2.x problem sizes are int)                 gemm_simt.cu.j2 (our tiled SIMT)
 
 Vector widths come from the sizes known at build time (a dynamic M is fine; a static K of 768
 gives 16-byte rows); the kernel checks pointer alignment at run time. Tile configs come from
@@ -134,19 +137,31 @@ class GemmKernel:
     plan: evt.EpiloguePlan
 
 
+INT32_MAX = 2**31 - 1
+
+
+def _past_int32(g: GemmProblem) -> bool:
+    """CUTLASS 2.x takes M, N, K, the batch count and leading dims as int: past that, our own kernel."""
+    return any(d.upper > INT32_MAX for d in (g.m, g.n, g.k, g.l, g.lda, g.ldb))
+
+
 def kernel_arch(g: GemmProblem, arch: str, allow_tf32: bool) -> Optional[str]:
-    """The CUTLASS generation that runs `g` ("sm_90a" / "sm_80"), or None for the SIMT kernel."""
+    """The kernel that runs `g`: "sm_90a" / "sm_80" (CUTLASS tensor cores, multistage), "narrow"
+    (sm_80 tensor cores, two-stage mainloop for 16-bit rows under 4 bytes aligned), "simt" (CUTLASS
+    SIMT float32), or None for our own SIMT kernel (sizes past int32)."""
+    if _past_int32(g):
+        return None
     dtype = g.a.dtype
     isz = dtype.itemsize
     wa = evt.vector_width(g.lda, isz)
     wb = evt.vector_width(g.ldb, isz)
     wc = evt.vector_width(g.n, g.out.dtype.itemsize)
     if dtype is DType.float32:
-        return "sm_80" if allow_tf32 else None
+        return "sm_80" if allow_tf32 else "simt"
     if arch == "sm_90a" and wa * isz == 16 and wb * isz == 16 and wc * g.out.dtype.itemsize == 16 \
             and g.batch_a != 0 and g.batch_b != 0:
         return "sm_90a"
-    return "sm_80" if min(wa, wb) * isz >= 4 else None
+    return "sm_80" if min(wa, wb) * isz >= 4 else "narrow"
 
 
 def gemm_kernel(g: GemmProblem, arch: str, allow_tf32: bool) -> GemmKernel:
@@ -158,6 +173,8 @@ def gemm_kernel(g: GemmProblem, arch: str, allow_tf32: bool) -> GemmKernel:
     label = f"{op.kind.value} {g.layouts}"
     first_ptr = 3
     which = kernel_arch(g, arch, allow_tf32)
+    if which == "simt":
+        return _simt_kernel(g, label)
     if which is None:
         loads, ldims = evt.strided_loads(plan, first_ptr, 12)
         sam, sak = (IntImm(1), g.m) if g.a_col else (g.k, IntImm(1))
@@ -176,7 +193,7 @@ def gemm_kernel(g: GemmProblem, arch: str, allow_tf32: bool) -> GemmKernel:
     for j, ld in enumerate(loads):
         ld["align"] = evt.vector_width(g.n, ld["itemsize"]) if ld["kind"] in ("aux", "row") else 1
         if ld["kind"] in ("aux", "row"):
-            width = align_c if which == "sm_80" else ld["align"]  # sm_80 reads them with the output's map
+            width = align_c if which != "sm_90a" else ld["align"]  # sm_80 reads them with the output's map
             checks.append(dict(ptr=ld["ptr"], bytes=width * ld["itemsize"], what=f"epilogue operand {j}"))
         if which == "sm_90a" and src < 0 and ld["kind"] == "aux" and ld["align"] * ld["itemsize"] == 16 \
                 and (ld["l"] >= 0 or g.l == 1):  # TMA takes no zero batch stride
@@ -187,6 +204,7 @@ def gemm_kernel(g: GemmProblem, arch: str, allow_tf32: bool) -> GemmKernel:
                   layout_a="ColumnMajor" if g.a_col else "RowMajor", layout_b="ColumnMajor" if g.b_col else "RowMajor",
                   align_a=align_a, align_b=align_b, align_c=align_c, functor=plan.functor, loads=loads,
                   align_checks=checks)
+    narrow = which == "narrow"
     if which == "sm_90a":
         params["src"] = src
         params["n_dims"] = len(dims)  # the argument cache's key reads all of d
@@ -194,9 +212,35 @@ def gemm_kernel(g: GemmProblem, arch: str, allow_tf32: bool) -> GemmKernel:
     else:
         params["instruction"] = [16, 8, 8] if dtype is DType.float32 else [16, 8, 16]
         template = "gemm_sm80.cu.j2"
-    problem = select.Problem(op.kind.value, _signature(op, plan), dtype, out.dtype, g.layouts, which, g.m, g.n, g.k,
-                             g.l, cands.gemm_candidates(which, dtype), streamk=(g.l == 1))
+    # The narrow kernels have no stream-K candidates (CUTLASS's stream-K kernels are built and
+    # tested on the multistage mainloop only).
+    problem = select.Problem(op.kind.value, _signature(op, plan), dtype, out.dtype, g.layouts,
+                             "sm_80" if narrow else which, g.m, g.n, g.k, g.l,
+                             cands.gemm_candidates("sm_80" if narrow else which, dtype, narrow=narrow),
+                             streamk=(g.l == 1 and not narrow))
     return GemmKernel(template, params, dims, problem, plan)
+
+
+def _simt_kernel(g: GemmProblem, label: str) -> GemmKernel:
+    """float32 through CUTLASS's SIMT sgemm (alignment 1: any K, N, pointer). Its epilogue is
+    CUTLASS's plain linear combination (D = acc), so the fused epilogue (bias, activation,
+    residual: any broadcast) runs as one in-place pass after it: a visitor tree needs the tensor-op
+    output thread map, which the SIMT epilogue does not use."""
+    op, out = g.op, g.out
+    extras = ([g.bias] if g.bias is not None else []) + list(g.extras)
+    has_epilogue = bool(extras) or getattr(op.attrs, "epilogue", None) is not None
+    plan = evt.EpiloguePlan(evt.accumulator_functor(op, out), [], out.dtype,
+                            apply=evt.full_functor(op, out, g.bias, g.extras) if has_epilogue else None,
+                            apply_operands=tuple(extras))
+    dims = [g.m, g.n, g.k, g.l, g.lda, g.ldb, g.batch_a if g.l != 1 else g.m * g.k,
+            g.batch_b if g.l != 1 else g.k * g.n, g.n, g.m * g.n]
+    params = dict(op_label=label, out_ctype=evt.CUTLASS_TYPE[out.dtype],
+                  layout_a="ColumnMajor" if g.a_col else "RowMajor", layout_b="ColumnMajor" if g.b_col else "RowMajor",
+                  align_checks=[])  # alignment 1 (4-byte float): every float pointer is fit
+    problem = select.Problem(op.kind.value + "_simt", _signature(op, plan), g.a.dtype, out.dtype, g.layouts, "sm_80",
+                             g.m, g.n, g.k, g.l, cands.gemm_candidates("sm_80", DType.float32, tensor_cores=False),
+                             streamk=False)
+    return GemmKernel("gemm_sm80_simt.cu.j2", params, dims, problem, plan)
 
 
 def _signature(op: Op, plan: evt.EpiloguePlan) -> str:

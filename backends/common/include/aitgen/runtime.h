@@ -23,7 +23,10 @@ enum AitStatus { AIT_OK = 0, AIT_BAD_INPUT = 1, AIT_ERROR = 2 };
 enum AitDType {
   AIT_F32 = 0, AIT_F16 = 1, AIT_BF16 = 2, AIT_I8 = 3, AIT_I32 = 4, AIT_I64 = 5, AIT_BOOL = 6,
   AIT_F64 = 7, AIT_I16 = 8, AIT_U8 = 9, AIT_U16 = 10, AIT_U32 = 11, AIT_U64 = 12,
-  AIT_F8E4M3FN = 13, AIT_F8E5M2 = 14, AIT_F8E4M3FNUZ = 15, AIT_F8E5M2FNUZ = 16
+  AIT_F8E4M3FN = 13, AIT_F8E5M2 = 14, AIT_F8E4M3FNUZ = 15, AIT_F8E5M2FNUZ = 16,
+  /* one element per byte, the value in the low bits (ml_dtypes' layout) */
+  AIT_I4 = 17, AIT_U4 = 18, AIT_I2 = 19, AIT_U2 = 20, AIT_F4E2M1 = 21,
+  AIT_F8E8M0 = 22
 };
 
 typedef struct AitModel AitModel;

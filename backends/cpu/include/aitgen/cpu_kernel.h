@@ -10,6 +10,8 @@
 // Fused element-wise functors (codegen/kernels/common/expr.py node_expr) call its vectorisable
 // erf/tanh/exp, and any kernel may render one (GEMM/conv epilogues too).
 #include "aitgen/cpu_vmath.h"
+#include "aitgen/e8m0.h"
+#include "aitgen/fp4.h"
 #include "aitgen/fp8.h"
 
 // Kernels are internal to the model library (hidden); model.cpp calls them by name.
@@ -17,7 +19,7 @@
 
 namespace ait {
 
-// float16 through the compiler's _Float16 (x86-64 GCC >= 12 converts with F16C when -march allows).
+// float16: converted by to_f32 / from_f32 below, in forms that loops vectorise.
 struct half {
   uint16_t bits;
 };
@@ -29,9 +31,30 @@ struct bf16 {
 inline float to_f32(float v) { return v; }
 inline double to_f32(double v) { return v; }  // float64 loads keep their precision
 inline float to_f32(half v) {
-  _Float16 h;
+#if defined(__AVX512FP16__)
+  _Float16 h;  // GCC vectorises _Float16 conversions only with AVX512-FP16 (vcvtph2psx)
   std::memcpy(&h, &v.bits, 2);
   return static_cast<float>(h);
+#else
+  // Without AVX512-FP16, GCC 12 converts _Float16 one element at a time (scalar F16C), and a loop
+  // over a tensor stays scalar. This branch-free form (exact for every half: zeros, subnormals,
+  // inf, NaN) vectorises: integer shifts, one multiply, selects.
+  const uint32_t w = static_cast<uint32_t>(v.bits) << 16;
+  const uint32_t sign = w & 0x80000000u, two_w = w + w;
+  uint32_t nb = (two_w >> 4) + (0xE0u << 23), db = (two_w >> 17) | (126u << 23);
+  float normal, denormal;
+  std::memcpy(&normal, &nb, 4);
+  std::memcpy(&denormal, &db, 4);
+  normal *= 0x1.0p-112f;  // rebias the exponent; inf and NaN stay themselves
+  denormal -= 0.5f;       // a subnormal half's magnitude, exactly
+  uint32_t nbits, dbits;
+  std::memcpy(&nbits, &normal, 4);
+  std::memcpy(&dbits, &denormal, 4);
+  const uint32_t r = sign | (two_w < (1u << 27) ? dbits : nbits);
+  float f;
+  std::memcpy(&f, &r, 4);
+  return f;
+#endif
 }
 inline float to_f32(bf16 v) {
   uint32_t u = static_cast<uint32_t>(v.bits) << 16;
@@ -47,6 +70,10 @@ inline float from_f32<float>(float v) { return v; }
 template <>
 inline double from_f32<double>(float v) { return v; }
 template <>
+inline fp4_e2m1 from_f32<fp4_e2m1>(float v) { return fp4_from_float(v); }
+template <>
+inline fp8_e8m0 from_f32<fp8_e8m0>(float v) { return e8m0_from_float(v); }
+template <>
 inline fp8_e4m3fn from_f32<fp8_e4m3fn>(float v) { return fp8_from_double<fp8_e4m3fn>(v); }
 template <>
 inline fp8_e5m2 from_f32<fp8_e5m2>(float v) { return fp8_from_double<fp8_e5m2>(v); }
@@ -56,11 +83,34 @@ template <>
 inline fp8_e5m2fnuz from_f32<fp8_e5m2fnuz>(float v) { return fp8_from_double<fp8_e5m2fnuz>(v); }
 template <>
 inline half from_f32<half>(float v) {
+#if defined(__AVX512FP16__)
   _Float16 h = static_cast<_Float16>(v);
   half r;
   std::memcpy(&r.bits, &h, 2);
   return r;
+#else
+  // Round to nearest even in float arithmetic, branch-free so that loops vectorise (see to_f32):
+  // scaling up then down rounds the mantissa at half's precision, subnormals included; +-inf and
+  // overflow give inf, NaN stays a (quiet) NaN.
+  float base = (std::fabs(v) * 0x1.0p+112f) * 0x1.0p-110f;
+  uint32_t w;
+  std::memcpy(&w, &v, 4);
+  const uint32_t shl1_w = w + w, sign = w & 0x80000000u;
+  uint32_t bias = shl1_w & 0xFF000000u;
+  bias = bias < 0x71000000u ? 0x71000000u : bias;
+  const uint32_t bb = (bias >> 1) + 0x07800000u;
+  float b;
+  std::memcpy(&b, &bb, 4);
+  base = b + base;
+  uint32_t bits;
+  std::memcpy(&bits, &base, 4);
+  const uint32_t nonsign = ((bits >> 13) & 0x7C00u) + (bits & 0x0FFFu);
+  half r;
+  r.bits = static_cast<uint16_t>((sign >> 16) | (shl1_w > 0xFF000000u ? 0x7E00u : nonsign));
+  return r;
+#endif
 }
+
 template <>
 inline bf16 from_f32<bf16>(float v) {
   uint32_t u;

@@ -44,6 +44,8 @@ template <> struct Acc<int64_t> { using type = uint64_t; };
 inline float to_f32_or_int(float v) { return v; }
 inline float to_f32_or_int(half v) { return to_f32(v); }
 inline float to_f32_or_int(bf16 v) { return to_f32(v); }
+inline float to_f32_or_int(fp4_e2m1 v) { return to_f32(v); }
+inline float to_f32_or_int(fp8_e8m0 v) { return to_f32(v); }
 template <int E, int M, int B, bool FNUZ, bool INF>
 inline float to_f32_or_int(fp8<E, M, B, FNUZ, INF> v) { return to_f32(v); }
 template <typename I>
@@ -184,6 +186,10 @@ template <>
 inline half from_compute<half, float>(float v) { return from_f32<half>(v); }
 template <>
 inline bf16 from_compute<bf16, float>(float v) { return from_f32<bf16>(v); }
+template <>
+inline fp4_e2m1 from_compute<fp4_e2m1, float>(float v) { return from_f32<fp4_e2m1>(v); }
+template <>
+inline fp8_e8m0 from_compute<fp8_e8m0, float>(float v) { return from_f32<fp8_e8m0>(v); }
 template <>
 inline fp8_e4m3fn from_compute<fp8_e4m3fn, float>(float v) { return from_f32<fp8_e4m3fn>(v); }
 template <>

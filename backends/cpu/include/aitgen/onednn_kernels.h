@@ -49,6 +49,9 @@ struct MatmulConfig {
   Epilogue epilogue;  // its operands follow the bias in p
   int src_offset = -1;  // >= 0: a reads from p[1] + d[src_offset] elements (a strided view of a tensor)
   const char* name = "";  // the kernel's name in ait_onednn_impls (its function, "/i" for a group member)
+  // bf16 operands, a float32 result: oneDNN stores its float32 accumulator (plus bias and post-ops)
+  // unrounded, where the graph keeps the value in float32 (a residual stream under the mixed policy).
+  bool f32_dst = false;
 };
 
 // Convolution or transposed convolution (deconvolution), NHWC. p = {out, x, weight[, bias]}.
@@ -68,6 +71,7 @@ struct ConvConfig {
   int nkey;
   Epilogue epilogue;
   const char* name = "";  // as MatmulConfig::name
+  bool f32_dst = false;   // as MatmulConfig::f32_dst
 };
 
 // Per-kernel primitive cache and prepacked weights; created on a kernel's first call, never freed

@@ -13,6 +13,8 @@
 
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include <immintrin.h>
+
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
@@ -103,6 +105,31 @@ inline void from_f32(const float* src, T* dst, int64_t n) {
 #pragma omp parallel for simd schedule(static) if (n > 65536)
   for (int64_t i = 0; i < n; ++i) dst[i] = ait::from_f32<T>(src[i]);
 }
+#if defined(__F16C__)
+// float16 operands and results in bulk: F16C's 8-wide conversions (round to nearest even, as
+// ait::from_f32<half>; a NaN keeps its payload's top bits here, a quiet NaN either way). The
+// remainder goes through the element-wise forms.
+template <>
+inline void to_f32<ait::half>(const ait::half* src, float* dst, int64_t n) {
+  const int64_t blocks = n / 8;
+#pragma omp parallel for schedule(static) if (n > 65536)
+  for (int64_t b = 0; b < blocks; ++b) {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 8 * b));
+    _mm256_storeu_ps(dst + 8 * b, _mm256_cvtph_ps(h));
+  }
+  for (int64_t i = 8 * blocks; i < n; ++i) dst[i] = ait::to_f32(src[i]);
+}
+template <>
+inline void from_f32<ait::half>(const float* src, ait::half* dst, int64_t n) {
+  const int64_t blocks = n / 8;
+#pragma omp parallel for schedule(static) if (n > 65536)
+  for (int64_t b = 0; b < blocks; ++b) {
+    const __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(src + 8 * b), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 8 * b), h);
+  }
+  for (int64_t i = 8 * blocks; i < n; ++i) dst[i] = ait::from_f32<ait::half>(src[i]);
+}
+#endif
 
 // f(offset, index) for every element of a tensor of `rank` sizes laid out at `strides` (elements),
 // in logical order (an odometer: no division per element).
@@ -126,10 +153,10 @@ inline void for_each_offset(int rank, const int64_t* sizes, const int64_t* strid
 // The output of a product with an empty reduction (K = 0, or C_in = 0): the bias along the channel
 // axis, else zeros, at the output's sizes and strides (it may be a strided slice of a larger
 // tensor: a concat's part written in place).
-template <typename T>
-inline void fill_bias(T* out, const T* bias, int rank, const int64_t* sizes, const int64_t* strides, int channel_axis) {
+template <typename O, typename T>
+inline void fill_bias(O* out, const T* bias, int rank, const int64_t* sizes, const int64_t* strides, int channel_axis) {
   for_each_offset(rank, sizes, strides, [&](int64_t off, const int64_t* idx) {
-    out[off] = bias ? bias[idx[channel_axis]] : ait::from_f32<T>(0.0f);
+    out[off] = ait::from_f32<O>(bias ? ait::to_f32(bias[idx[channel_axis]]) : 0.0f);
   });
 }
 
@@ -361,8 +388,9 @@ inline void pack(const Entry& e, const dnnl::memory& plain, const dnnl::memory& 
 // from its prepacked copy for `version`; else, when the primitive wants another layout than the
 // plain one, it is reordered into scratch on every call.
 // `p`: the kernel's pointers, which the binary post-ops' operands are read from.
-template <typename T, bool kConvert>
-inline void run(const Entry& e, T* dst, const T* src, const T* wei, const T* bias, PackStore* packs,
+// O: the result's storage, T's or float (a bf16 product kept in float32).
+template <typename T, typename O, bool kConvert>
+inline void run(const Entry& e, O* dst, const T* src, const T* wei, const T* bias, PackStore* packs,
                 int64_t version, void* const* p = nullptr) {
   dnnl::engine& eng = engine();
   std::unordered_map<int, dnnl::memory> args;
@@ -389,7 +417,7 @@ inline void run(const Entry& e, T* dst, const T* src, const T* wei, const T* bia
   if (pad > 0) args.emplace(DNNL_ARG_SCRATCHPAD, dnnl::memory(e.scratchpad, eng, scratch(kScratchpad, pad)));
   e.prim.execute(stream(), args);
   stream().wait();
-  using C = typename std::conditional<kConvert, float, T>::type;  // what the primitive wrote
+  using C = typename std::conditional<kConvert, float, O>::type;  // what the primitive wrote
   if (e.staged) {
     store_strided(static_cast<const C*>(out), dst, e.dst, e.dst_store);
   } else if (kConvert) {

@@ -20,6 +20,8 @@
 #define AIT_KERNEL extern "C" void
 #define AIT_HD __host__ __device__ __forceinline__
 
+#include "aitgen/e8m0.h"
+#include "aitgen/fp4.h"
 #include "aitgen/fp8.h"
 
 namespace ait {
@@ -40,6 +42,10 @@ template <>
 AIT_HD double from_f32<double>(float v) { return v; }
 template <>
 AIT_HD fp8_e4m3fn from_f32<fp8_e4m3fn>(float v) { return fp8_from_double<fp8_e4m3fn>(v); }
+template <>
+AIT_HD fp4_e2m1 from_f32<fp4_e2m1>(float v) { return fp4_from_float(v); }
+template <>
+AIT_HD fp8_e8m0 from_f32<fp8_e8m0>(float v) { return e8m0_from_float(v); }
 template <>
 AIT_HD fp8_e5m2 from_f32<fp8_e5m2>(float v) { return fp8_from_double<fp8_e5m2>(v); }
 template <>

@@ -24,12 +24,17 @@ pytestmark = pytest.mark.mock_census
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
 @pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
-def test_catalogue_on_the_mock(cuda_toolchain, tmp_path, dtype, arch):
-    outs, feeds, _ = build_all(dtype, True, supported_kinds("cuda"))
-    work = ag.compile_model(outs, target="cuda", arch=arch, workdir=tmp_path / "ops", load=False)
+@pytest.mark.parametrize("fusion", [False, True], ids=["ops", "fused"])
+def test_catalogue_on_the_mock(cuda_toolchain, tmp_path, dtype, arch, fusion):
+    # The catalogue's cases are of two kinds, as the gpu tier builds them: one kernel per op
+    # (fusion off) and fusion patterns (fusion on).
+    outs, feeds, owners = build_all(dtype, fusion, supported_kinds("cuda"))
+    assert owners, f"no catalogue case for fusion={fusion}"
+    work = ag.compile_model(outs, target="cuda", arch=arch, workdir=tmp_path / "ops", load=False, fusion=fusion)
     with Model.load(work, mock_device=True) as m:
         m.run(feeds)   # MockDeviceError names the first failing launch
         run = m.mock_run()
     assert not run.failures
-    print(f"catalogue {dtype} {arch}: {run.summary()}; {run.operands} operands aligned as required, "
+    print(f"catalogue {'fused' if fusion else 'ops'} {dtype} {arch} ({len(owners)} cases): {run.summary()}; "
+          f"{run.operands} operands aligned as required, "
           f"{run.unpacked} below the alignment their kernel prefers")

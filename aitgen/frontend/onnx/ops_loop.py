@@ -1,0 +1,211 @@
+"""ONNX Loop and Scan, unrolled at import time over a trip count / scan length known then.
+
+Each iteration converts the body subgraph afresh with its inputs bound to that iteration's values
+(the iteration number is an import-time constant, so Slice/Gather on it fold), and the scan
+outputs are stacked with concat. The unrolled graph grows with the count, so it is capped at
+MAX_ITERATIONS; above it, or with a count known only at run time, UnsupportedOpError names the
+node. (The issue's preferred form, a host-side loop over a compiled body in the generated run
+function, would lift both limits; the codegen has no repeated-kernel run function yet.)
+
+Loop's condition: known at import time, it ends the unrolling; computed at run time, the
+loop-carried values are held with where() once it turns false, which is exact for a Loop without
+scan outputs. With scan outputs their length would depend on the data, which is refused.
+"""
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import numpy as np
+
+from ... import ops
+from ...ir.dtype import DType
+from ...ir.tensor import Tensor, constant
+from .registry import Folded, NodeContext, onnx_op
+
+MAX_ITERATIONS = 256  # iterations one Loop/Scan node may unroll to
+
+
+def _as_tensor(ctx: NodeContext, v: Any, what: str) -> Tensor:
+    if isinstance(v, Tensor):
+        return v
+    arr = v.value if isinstance(v, Folded) else v
+    if not isinstance(arr, np.ndarray) or arr.dtype == object:
+        raise ctx.unsupported(f"{what} is not a tensor aitgen computes (a sequence, optional or shape value)")
+    return constant(arr, dtype="float64" if arr.dtype == np.float64 else None)
+
+
+def _stack(ctx: NodeContext, items: list, axis: int, what: str):
+    """Stack per-iteration values along a new axis: a Folded value when all are import-time values."""
+    raw = [i.value if isinstance(i, Folded) else i for i in items]
+    if all(isinstance(r, np.ndarray) and r.dtype != object for r in raw):
+        return Folded(np.stack(raw, axis=axis))
+    ts = [_as_tensor(ctx, i, what) for i in items]
+    return ops.concat([ops.unsqueeze(t, [axis]) for t in ts], axis)
+
+
+def _check_count(ctx: NodeContext, n: int, what: str) -> None:
+    if n > MAX_ITERATIONS:
+        raise ctx.unsupported(f"{what} {n} is over aitgen's unrolling cap of {MAX_ITERATIONS} iterations")
+
+
+def _scalar_bool(v) -> Optional[bool]:
+    """A condition's import-time value, or None when it is computed at run time."""
+    arr = v.value if isinstance(v, Folded) else v
+    if isinstance(arr, Tensor) and arr.is_constant:
+        arr = arr.value
+    if isinstance(arr, np.ndarray) and arr.dtype != object:
+        return bool(arr.reshape(-1)[0])
+    return None
+
+
+@onnx_op("Loop", min_opset=1)
+def _loop(ctx: NodeContext):
+    body = ctx.attr("body")
+    n_carried = ctx.num_inputs - 2
+    n_scan = len(body.output) - 1 - n_carried
+    if n_carried < 0 or n_scan < 0 or len(body.input) != n_carried + 2:
+        raise ctx.malformed(f"the body takes {len(body.input)} inputs and gives {len(body.output)} outputs "
+                            f"for {max(n_carried, 0)} loop-carried values")
+    trips = None
+    if ctx.has_input(0):
+        m = ctx.const(0)
+        if m is None:
+            raise ctx.unsupported(ctx.needs_value(0, "M") + "; aitgen unrolls Loop over a trip count known then")
+        trips = int(m.reshape(-1)[0])
+        _check_count(ctx, trips, "trip count")
+    running: Any = True if not ctx.has_input(1) else ctx.value(1)
+    if _scalar_bool(running) is not None:
+        running = _scalar_bool(running)
+    carried = [ctx.value(2 + k) for k in range(n_carried)]
+    scans: list[list] = [[] for _ in range(n_scan)]
+    i = 0
+    while running is not False and (trips is None or i < trips):
+        if i >= MAX_ITERATIONS:
+            raise ctx.unsupported(f"the condition keeps the loop running past aitgen's unrolling cap of "
+                                  f"{MAX_ITERATIONS} iterations")
+        if not isinstance(running, bool) and n_scan:
+            why = "a run-time condition would make the scan outputs' length depend on the data"
+            if ctx.has_input(1) and isinstance(ctx.value(1), Tensor) and ctx.value(1).is_input:
+                raise ctx.unsupported(f"{ctx.needs_value(1, 'cond')}: {why}")
+            raise ctx.unsupported(why)
+        cond_in = np.array(running) if isinstance(running, bool) else running
+        res = ctx.call(body, [np.array(i, np.int64), cond_in, *carried])
+        cond_out, new, outs = res[0], res[1:1 + n_carried], res[1 + n_carried:]
+        if isinstance(running, bool):
+            carried = new
+        else:  # past the run-time exit the values stay as they were
+            c = ops.reshape(running, [])
+            carried = [_hold(ctx, c, n, o, k) for k, (n, o) in enumerate(zip(new, carried))]
+        for k, o in enumerate(outs):
+            scans[k].append(o)
+        known = _scalar_bool(cond_out)
+        if known is not None:
+            running = known if isinstance(running, bool) else (running if known else False)
+        else:
+            cond = _as_tensor(ctx, cond_out, "the body's condition")
+            if cond.dtype != DType.bool:
+                raise ctx.malformed(f"the body's condition must be bool, got {cond.dtype}")
+            running = cond if isinstance(running, bool) else ops.logical_and(running, cond)
+        i += 1
+    if n_scan and not scans[0]:
+        raise ctx.unsupported("the loop runs no iteration, so its scan outputs' shapes are unknown")
+    return [*carried, *(_stack(ctx, s, 0, f"scan output {k}") for k, s in enumerate(scans))]
+
+
+def _hold(ctx: NodeContext, cond: Tensor, new, old, k: int) -> Tensor:
+    a, b = _as_tensor(ctx, new, f"loop-carried value {k}"), _as_tensor(ctx, old, f"loop-carried value {k}")
+    if tuple(a.shape) != tuple(b.shape) or a.dtype != b.dtype:
+        raise ctx.unsupported(f"loop-carried value {k} changes from {b.dtype}{[str(d) for d in b.shape]} to "
+                              f"{a.dtype}{[str(d) for d in a.shape]} under a run-time condition")
+    return ops.where(cond, a, b)
+
+
+def _axes(ctx: NodeContext, name: str, n: int, default: int = 0) -> list[int]:
+    v = ctx.attr(name, None)
+    if v is None:
+        return [default] * n
+    if len(v) != n:
+        raise ctx.malformed(f"{name} has {len(v)} entries for {n} values")
+    return [int(a) for a in v]
+
+
+def _scan_body(ctx: NodeContext, body, states: list, xs: list, in_axes, in_dirs, out_axes, out_dirs) -> list:
+    """Scan's iteration (opset 9 semantics) over import-time-length inputs: final states + scan outputs."""
+    n_state = len(states)
+    lengths = set()
+    for j, x in enumerate(xs):
+        t = _as_tensor(ctx, x, f"scan input {j}")
+        ax = in_axes[j] % t.ndim if t.ndim else 0
+        if not t.ndim or not t.shape[ax].is_static:
+            raise ctx.unsupported(f"scan input {j} has no static length along axis {in_axes[j]}")
+        lengths.add(t.shape[ax].value)
+        xs[j], in_axes[j] = t, ax
+    if len(lengths) > 1:
+        raise ctx.malformed(f"the scan inputs have different lengths {sorted(lengths)}")
+    n = lengths.pop() if lengths else 0
+    _check_count(ctx, n, "scan length")
+    if n == 0:
+        raise ctx.unsupported("an empty scan has output shapes aitgen cannot infer")
+    per_iter: list[list] = []
+    for i in range(n):
+        slices = []
+        for x, ax, rev in zip(xs, in_axes, in_dirs):
+            p = n - 1 - i if rev else i
+            slices.append(ops.squeeze(ops.slice(x, [p], [p + 1], [ax]), [ax]))
+        res = ctx.call(body, [*states, *slices])
+        states, outs = res[:n_state], res[n_state:]
+        per_iter.append(outs)
+    stacked = []
+    for k in range(len(per_iter[0])):
+        items = [it[k] for it in per_iter]
+        if out_dirs[k]:
+            items = items[::-1]
+        rank = _as_tensor(ctx, items[0], f"scan output {k}").ndim if not isinstance(items[0], Folded) \
+            else items[0].value.ndim
+        ax = out_axes[k] % (rank + 1)
+        stacked.append(_stack(ctx, items, ax, f"scan output {k}"))
+    return [*states, *stacked]
+
+
+@onnx_op("Scan", min_opset=9)
+def _scan(ctx: NodeContext):
+    body = ctx.attr("body")
+    m = ctx.attr("num_scan_inputs")
+    n_state = ctx.num_inputs - m
+    n_out = len(body.output) - n_state
+    if m < 1 or n_state < 0 or n_out < 0 or len(body.input) != ctx.num_inputs:
+        raise ctx.malformed(f"num_scan_inputs {m} does not fit {ctx.num_inputs} inputs and a body of "
+                            f"{len(body.input)} inputs, {len(body.output)} outputs")
+    states = [ctx.value(k) for k in range(n_state)]
+    xs = [ctx.value(n_state + j) for j in range(m)]
+    return _scan_body(ctx, body, states, xs, _axes(ctx, "scan_input_axes", m), _axes(ctx, "scan_input_directions", m),
+                      _axes(ctx, "scan_output_axes", n_out), _axes(ctx, "scan_output_directions", n_out))
+
+
+@onnx_op("Scan", min_opset=8)
+def _scan8(ctx: NodeContext):
+    """Opset 8: a leading batch axis that the body does not see, the scan along axis 1, and an
+    optional sequence_lens; unrolled per batch row (the batch must be static)."""
+    body = ctx.attr("body")
+    m = ctx.attr("num_scan_inputs")
+    n_state = ctx.num_inputs - 1 - m
+    n_out = len(body.output) - n_state
+    if m < 1 or n_state < 0 or n_out < 0 or len(body.input) != n_state + m:
+        raise ctx.malformed(f"num_scan_inputs {m} does not fit {ctx.num_inputs} inputs and a body of "
+                            f"{len(body.input)} inputs, {len(body.output)} outputs")
+    vals = [_as_tensor(ctx, ctx.value(1 + k), f"input {1 + k}") for k in range(n_state + m)]
+    batch = vals[0].shape[0]
+    if not batch.is_static:
+        raise ctx.unsupported(f"the batch {batch} is dynamic; opset-8 Scan is unrolled per batch row")
+    length = vals[n_state].shape[1] if vals[n_state].ndim > 1 else None
+    if ctx.has_input(0):
+        lens = ctx.require_const(0, "sequence_lens")
+        if length is None or not length.is_static or (lens != length.value).any():
+            raise ctx.unsupported(f"sequence_lens {lens.tolist()} shorter than the scan length: rows of "
+                                  "different lengths are not supported")
+    dirs = _axes(ctx, "directions", m)
+    rows = []
+    for b in range(batch.value):
+        row = [ops.squeeze(ops.slice(v, [b], [b + 1], [0]), [0]) for v in vals]
+        rows.append(_scan_body(ctx, body, row[:n_state], row[n_state:], [0] * m, dirs, [0] * n_out, [0] * n_out))
+    return [_stack(ctx, [r[k] for r in rows], 0, f"output {k}") for k in range(n_state + n_out)]
