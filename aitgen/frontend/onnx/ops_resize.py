@@ -20,8 +20,11 @@ from typing import Optional
 import numpy as np
 
 from ... import ops
+from ...ir.dims import prod
 from ...ir.tensor import Tensor, constant
+from ._dynamic import run_time, sizes_operand
 from .ops_nn import like, norm_axis
+from .ops_resize_runtime import resize_runtime
 from .registry import NodeContext, onnx_op
 
 _CTMS = ("half_pixel", "half_pixel_symmetric", "pytorch_half_pixel", "align_corners", "asymmetric",
@@ -146,11 +149,20 @@ def _static_len(ctx: NodeContext, x: Tensor, a: int) -> int:
     return d.value
 
 
-def _optional_const(ctx: NodeContext, i: int, what: str) -> Optional[np.ndarray]:
+def _operand(ctx: NodeContext, i: int, what: str, floats: bool):
+    """Optional input i as (its value, None) when constant, (None, the tensor) when only the run
+    knows it, (None, None) when absent or empty."""
     if not ctx.has_input(i):
-        return None
+        return None, None
+    if run_time(ctx, i):
+        t = sizes_operand(ctx, i, what, floats=floats)
+        return (None, None) if prod(t.shape).value == 0 else (None, t)
     v = ctx.require_const(i, what)
-    return None if v.size == 0 else v
+    return (None if v.size == 0 else v), None
+
+
+def _as_tensor(v: Optional[np.ndarray], t: Optional[Tensor]) -> Optional[Tensor]:
+    return t if t is not None else (None if v is None else constant(np.asarray(v).reshape(-1)))
 
 
 def resize(ctx: NodeContext, x: Tensor, scales, sizes, roi, mode: str, ctm: str, nearest_mode: str,
@@ -229,12 +241,19 @@ def _resize(ctx: NodeContext):
         axes = [norm_axis(ctx, a, x.ndim, "axes entry") for a in axes]
         if len(set(axes)) != len(axes):
             raise ctx.malformed(f"axes {axes} repeats an axis")
-    roi = _optional_const(ctx, 1, "roi")
-    scales = _optional_const(ctx, 2, "scales")
-    sizes = _optional_const(ctx, 3, "sizes")
-    return resize(ctx, x, scales, sizes, None if roi is None else roi.astype(np.float64), mode, ctm,
-                  nearest_mode, float(ctx.attr("cubic_coeff_a", -0.75)), bool(ctx.attr("exclude_outside", 0)),
-                  antialias, float(ctx.attr("extrapolation_value", 0.0)), axes, policy)
+    # roi matters to tf_crop_and_resize only: elsewhere it is not read, constant or not
+    roi, roi_t = _operand(ctx, 1, "roi", True) if ctm == "tf_crop_and_resize" else (None, None)
+    scales, scales_t = _operand(ctx, 2, "scales", True)
+    sizes, sizes_t = _operand(ctx, 3, "sizes", False)
+    args = (mode, ctm, nearest_mode, float(ctx.attr("cubic_coeff_a", -0.75)), bool(ctx.attr("exclude_outside", 0)),
+            antialias, float(ctx.attr("extrapolation_value", 0.0)))
+    if roi_t is not None or scales_t is not None or sizes_t is not None:
+        if (scales is None and scales_t is None) == (sizes is None and sizes_t is None):
+            raise ctx.malformed("exactly one of scales and sizes must be given")
+        return resize_runtime(ctx, x, _as_tensor(scales, scales_t), _as_tensor(sizes, sizes_t),
+                              _as_tensor(roi, roi_t), *args, list(range(x.ndim)) if axes is None else axes,
+                              policy)
+    return resize(ctx, x, scales, sizes, None if roi is None else roi.astype(np.float64), *args, axes, policy)
 
 
 @onnx_op("Upsample", min_opset=7)
@@ -244,6 +263,10 @@ def _upsample(ctx: NodeContext):
     mode = ctx.attr("mode", "nearest")
     if mode not in ("nearest", "linear", "bilinear"):
         raise ctx.malformed(f"mode {mode!r}")
+    if ctx.opset >= 9 and run_time(ctx, 1):
+        return resize_runtime(ctx, x, sizes_operand(ctx, 1, "scales", floats=True), None, None,
+                              "nearest" if mode == "nearest" else "linear", "asymmetric", "floor", -0.75,
+                              False, False, 0.0, list(range(x.ndim)), "stretch")
     scales = np.asarray(ctx.attr("scales")) if ctx.opset < 9 else ctx.require_const(1, "scales")
     return resize(ctx, x, scales.astype(np.float64), None, None, "nearest" if mode == "nearest" else "linear",
                   "asymmetric", "floor", -0.75, False, False, 0.0, None, "stretch")

@@ -143,8 +143,8 @@ def test_maxpool_indices_output_is_refused():
 @pytest.mark.parametrize("op,inputs,attrs,err,match", [
     ("Conv", [In("x", rand((1, 1, 3, 3, 3, 3))), In("w", rand((1, 1, 2, 2, 2, 2)), True)], {}, UnsupportedOpError,
      "4-D spatial"),
-    ("Resize", [In("x", X4), None, In("sc", np.array([1, 1, 2, 2], np.float32))], {}, UnsupportedOpError,
-     "known at import time"),
+    ("Resize", [In("x", X4, dims=["N", 3, 7, 6]), None, In("sc", np.array([2, 1, 2, 2], np.float32))], {},
+     UnsupportedOpError, "resized dims must be static"),
     ("AveragePool", [In("x", X4)], {"kernel_shape": [3, 3], "pads": [2, 2, 2, 2], "ceil_mode": 1},
      UnsupportedOpError, "ceil_mode"),
     ("Einsum", [In("a", rand((3, 3)), dims=["N", 3])], {"equation": "ii->i"}, UnsupportedOpError,
