@@ -8,8 +8,14 @@ node. (The issue's preferred form, a host-side loop over a compiled body in the 
 function, would lift both limits; the codegen has no repeated-kernel run function yet.)
 
 Loop's condition: known at import time, it ends the unrolling; computed at run time, the
-loop-carried values are held with where() once it turns false, which is exact for a Loop without
-scan outputs. With scan outputs their length would depend on the data, which is refused.
+loop-carried values are held with where() once it turns false.
+
+A trip count known only at run time (a graph input, or computed, as Range's function body does)
+unrolls to RUNTIME_TRIPS iterations, each active while i < M and the condition holds; inactive ones
+hold the carried values. Scan outputs under a run-time count or condition are stacked over all
+unrolled iterations and cut to the number that ran, a size the run binds (aitgen/ops/dynamic.py).
+A run that would need more than the unrolled iterations is refused (RuntimeInputError naming the
+node), never truncated: each result passes through a binding that checks the count.
 """
 from __future__ import annotations
 
@@ -18,11 +24,14 @@ from typing import Any, Optional
 import numpy as np
 
 from ... import ops
+from ...errors import ImportError_, ShapeError
 from ...ir.dtype import DType
 from ...ir.tensor import Tensor, constant
+from ...ops.dynamic import bind_dims, produced_var
 from .registry import Folded, NodeContext, onnx_op
 
 MAX_ITERATIONS = 256  # iterations one Loop/Scan node may unroll to
+RUNTIME_TRIPS = 32    # iterations a Loop whose trip count only the run knows unrolls to
 
 
 def _as_tensor(ctx: NodeContext, v: Any, what: str) -> Tensor:
@@ -66,35 +75,54 @@ def _loop(ctx: NodeContext):
     if n_carried < 0 or n_scan < 0 or len(body.input) != n_carried + 2:
         raise ctx.malformed(f"the body takes {len(body.input)} inputs and gives {len(body.output)} outputs "
                             f"for {max(n_carried, 0)} loop-carried values")
-    trips = None
+    trips, m_rt = None, None
     if ctx.has_input(0):
         m = ctx.const(0)
         if m is None:
-            raise ctx.unsupported(ctx.needs_value(0, "M") + "; aitgen unrolls Loop over a trip count known then")
-        trips = int(m.reshape(-1)[0])
-        _check_count(ctx, trips, "trip count")
+            m_rt = _as_tensor(ctx, ctx.value(0), "the trip count M")
+            if m_rt.dtype != DType.int64 or len(m_rt.shape) > 1 or any(d != 1 for d in m_rt.shape):
+                raise ctx.malformed(f"M must be one int64, got {m_rt.dtype}{[str(d) for d in m_rt.shape]}")
+            m_rt = ops.reshape(m_rt, [])
+            trips = RUNTIME_TRIPS
+        else:
+            trips = int(m.reshape(-1)[0])
+            _check_count(ctx, trips, "trip count")
     running: Any = True if not ctx.has_input(1) else ctx.value(1)
     if _scalar_bool(running) is not None:
         running = _scalar_bool(running)
     carried = [ctx.value(2 + k) for k in range(n_carried)]
     scans: list[list] = [[] for _ in range(n_scan)]
+    active: list[Tensor] = []  # per unrolled iteration, under a run-time count or condition: it ran
     i = 0
     while running is not False and (trips is None or i < trips):
         if i >= MAX_ITERATIONS:
             raise ctx.unsupported(f"the condition keeps the loop running past aitgen's unrolling cap of "
                                   f"{MAX_ITERATIONS} iterations")
-        if not isinstance(running, bool) and n_scan:
-            why = "a run-time condition would make the scan outputs' length depend on the data"
-            if ctx.has_input(1) and isinstance(ctx.value(1), Tensor) and ctx.value(1).is_input:
-                raise ctx.unsupported(f"{ctx.needs_value(1, 'cond')}: {why}")
-            raise ctx.unsupported(why)
+        if m_rt is not None:  # iteration i runs while i < M (and the condition holds)
+            below = ops.greater(m_rt, constant(np.array(i, np.int64)))
+            running = below if running is True else ops.logical_and(ops.reshape(running, []), below)
+        if not isinstance(running, bool):
+            active.append(ops.reshape(running, []))
         cond_in = np.array(running) if isinstance(running, bool) else running
-        res = ctx.call(body, [np.array(i, np.int64), cond_in, *carried])
+        try:
+            res = ctx.call(body, [np.array(i, np.int64), cond_in, *carried])
+        except (ShapeError, ImportError_):
+            if m_rt is None or not i:
+                raise
+            # An iteration that cannot be built (a Gather of row i past the end of a table) ends
+            # the unrolled loop like one that changes a shape: a run reaching it is refused.
+            active.pop()
+            break
         cond_out, new, outs = res[0], res[1:1 + n_carried], res[1 + n_carried:]
         if isinstance(running, bool):
             carried = new
         else:  # past the run-time exit the values stay as they were
             c = ops.reshape(running, [])
+            if m_rt is not None and i and _reshapes(ctx, new, carried, outs, scans):
+                # An iteration that would change a shape (a slice past the end of an input, say)
+                # ends the unrolled loop: a run that reaches it is refused, not computed.
+                active.pop()
+                break
             carried = [_hold(ctx, c, n, o, k) for k, (n, o) in enumerate(zip(new, carried))]
         for k, o in enumerate(outs):
             scans[k].append(o)
@@ -109,7 +137,49 @@ def _loop(ctx: NodeContext):
         i += 1
     if n_scan and not scans[0]:
         raise ctx.unsupported("the loop runs no iteration, so its scan outputs' shapes are unknown")
-    return [*carried, *(_stack(ctx, s, 0, f"scan output {k}") for k, s in enumerate(scans))]
+    stacked = [_stack(ctx, s, 0, f"scan output {k}") for k, s in enumerate(scans)]
+    if not active:
+        return [*carried, *stacked]
+    still = None  # whether the run would go on past the unrolled iterations
+    if m_rt is not None and not isinstance(running, bool):
+        still = ops.reshape(running, [])
+        if len(active) == i:  # not stopped early: iteration i would still need i < M
+            still = ops.logical_and(still, ops.greater(m_rt, constant(np.array(i, np.int64))))
+    return _cut(ctx, carried, stacked, active, still, len(active))
+
+
+def _shape(ctx: NodeContext, v) -> tuple:
+    return tuple(_as_tensor(ctx, v, "a loop value").shape)
+
+
+def _reshapes(ctx: NodeContext, new: list, carried: list, outs: list, scans: list[list]) -> bool:
+    """Whether this iteration gives a carried value or scan output a shape the earlier ones lack."""
+    return (any(_shape(ctx, a) != _shape(ctx, b) for a, b in zip(new, carried))
+            or any(s and _shape(ctx, o) != _shape(ctx, s[0]) for o, s in zip(outs, scans)))
+
+
+def _cut(ctx: NodeContext, carried: list, stacked: list, active: list[Tensor], still, n: int) -> list:
+    """Results of a loop unrolled to n iterations under a run-time count or condition: the scan
+    outputs cut to the iterations that ran; every result passed through a binding that refuses a run
+    needing more than n iterations (`still`: the loop would go on after the last one)."""
+    ran = ops.cast(active[0], DType.int64)
+    for a in active[1:]:
+        ran = ops.add(ran, ops.cast(a, DType.int64))
+    if still is not None:
+        # n + 1 where the loop would go on: outside the bound n, so the binding refuses the run
+        ran = ops.add(ran, ops.cast(still, DType.int64))
+    ran = ops.reshape(ran, [1])
+    out = []
+    for k, v in enumerate([*carried, *stacked]):
+        t = _as_tensor(ctx, v, f"loop output {k}")
+        count = produced_var(f"{ctx.name}:iterations_{k}", n)
+        if k < len(carried):
+            t = bind_dims(t, [ran], "values", [count], name=ctx.name)
+        else:  # the first `count` entries along the stacked axis, by an iota of that length
+            one = bind_dims(constant(np.ones([1], np.int64)), [ran], "values", [count], name=ctx.name)
+            t = ops.gather(t, ops.cumsum(ops.expand(one, [count]), 0, exclusive=True), 0)
+        out.append(t)
+    return out
 
 
 def _hold(ctx: NodeContext, cond: Tensor, new, old, k: int) -> Tensor:

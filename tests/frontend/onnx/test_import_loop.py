@@ -5,7 +5,9 @@ Covers: Scan with two states and two scan inputs, a reversed input, an input sca
 axis 1, an output stacked along axis 1 and a reversed output; a Scan body that reads an outer-scope
 weight fed at run time (an Elman RNN written as Scan); opset-8 Scan (batch axis); Loop with a
 constant trip count, iteration-number indexing and scan outputs; Loop whose condition the body
-computes at run time (carried values held after it turns false); typed refusals. Tolerance:
+computes at run time (carried values held after it turns false); Loop with a trip count or
+condition fed at run time (unrolled to a bound, scan outputs cut to the iterations that ran, a run
+past the bound refused); typed refusals. Tolerance:
 rtol 1e-5 / atol 1e-6 (float32 both sides, the same op order).
 """
 from __future__ import annotations
@@ -128,10 +130,59 @@ def _loop_model(m_const: bool, trips: int, scan_out: bool = True, runtime_cond: 
     return _with_outer(c, "table", rand((max(trips, 1), 2))).model
 
 
+def test_runtime_trip_count_and_condition_with_scan_outputs(tmp_path):
+    # M fed at run time: unrolled to the 5 iterations the 5-row table allows (row 5 cannot be
+    # gathered), each active while i < M; the scan output cut to the iterations that ran. One build
+    # serves M = 3, 5, 1 and 0 (an empty scan output, which onnx.reference cannot run: checked
+    # here by its definition); M = 6 would need row 5 and is refused.
+    import aitgen as ag
+    from aitgen.errors import RuntimeInputError
+    rt_m = case("loop_runtime_m", "Loop", [In("M", np.array(3, np.int64)), In("cond", np.array(True), True),
+                                           In("acc0", rand((2,), seed=1))],
+                {"body": _loop_body()}, opset=16, n_out=2, infer=False,
+                sizes=[{"M": np.array(5, np.int64)}, {"M": np.array(1, np.int64)}])
+    rt_c = case("loop_runtime_cond_scan", "Loop", [In("M", np.array(4, np.int64), True), In("cond", np.array(True)),
+                                                   In("acc0", rand((2,), seed=2))],
+                {"body": _loop_body()}, opset=16, n_out=2, infer=False)
+    cases = [_with_outer(rt_m, "table", rand((5, 2), seed=3)), _with_outer(rt_c, "table", rand((5, 2), seed=4))]
+    check_cases_ref(cases, tmp_path / "rt")
+    # cond false on entry: no iteration (onnx.reference cannot run it), by the definition
+    _, outs_c = ox.load(cases[1].model)
+    got = ag.reference.run(outs_c, {**cases[1].feeds, "cond": np.array(False)})
+    np.testing.assert_array_equal(got["y0"], cases[1].feeds["acc0"])
+    assert got["y1"].shape == (0, 2)
+    _, outs = ox.load(cases[0].model)
+    assert [str(d) for d in outs["y1"].shape][1:] == ["2"] and outs["y1"].shape[0].ub == 5
+    m = ag.compile_model(outs, target="cpu", workdir=tmp_path / "m")
+    feeds = dict(cases[0].feeds)
+    want = m.run(feeds)
+    zero = m.run({**feeds, "M": np.array(0, np.int64)})
+    np.testing.assert_array_equal(zero["y0"], feeds["acc0"])
+    assert zero["y1"].shape == (0, 2)
+    with pytest.raises(RuntimeInputError, match="Loop_0"):
+        m.run({**feeds, "M": np.array(6, np.int64)})
+    got = m.run(feeds)  # a refused run leaves the model usable
+    for k in want:
+        np.testing.assert_array_equal(got[k], want[k])
+    m.close()
+
+
+def test_runtime_trip_count_past_the_unrolled_bound_is_refused():
+    import aitgen as ag
+    from aitgen.errors import RuntimeInputError
+    c = _with_outer(case("l", "Loop", [In("M", np.array(3, np.int64)), None, In("x0", np.ones(3, np.float32))],
+                         {"body": _doubling_body()}, opset=16, infer=False), "limit", np.array(1e30, np.float32))
+    _, outs = ox.load(c.model)
+    n = ops_loop.RUNTIME_TRIPS
+    x0 = np.ones(3, np.float32)
+    got = ag.reference.run(outs, {"M": np.array(n, np.int64), "x0": x0, "limit": np.array(1e30, np.float32)})
+    np.testing.assert_array_equal(list(got.values())[0], x0 * 2.0 ** n)
+    with pytest.raises(RuntimeInputError, match="outside its bounds"):
+        ag.reference.run(outs, {"M": np.array(n + 1, np.int64), "x0": x0, "limit": np.array(1e30, np.float32)})
+
+
 @pytest.mark.parametrize("make,match", [
-    (lambda: _loop_model(False, 3), r"input 0 \(M, 'M'\) must be known at import time"),
     (lambda: _loop_model(True, ops_loop.MAX_ITERATIONS + 1), "over aitgen's unrolling cap of 256"),
-    (lambda: _loop_model(True, 3, runtime_cond=True), r"\(cond, 'cond'\) must be known at import time.*data"),
 ])
 def test_typed_refusals(make, match):
     m = make()

@@ -3,6 +3,7 @@
 #ifndef AITGEN_CPU_KERNEL_H_
 #define AITGEN_CPU_KERNEL_H_
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -50,7 +51,10 @@ inline float to_f32(half v) {
   uint32_t nbits, dbits;
   std::memcpy(&nbits, &normal, 4);
   std::memcpy(&dbits, &denormal, 4);
-  const uint32_t r = sign | (two_w < (1u << 27) ? dbits : nbits);
+  // The select as mask arithmetic: GCC 12 if-converts a ?: here only with AVX-512 masks, and
+  // leaves the loop scalar ("control flow in loop") on AVX2.
+  const uint32_t sub = 0u - static_cast<uint32_t>(two_w < (1u << 27));
+  const uint32_t r = sign | (dbits & sub) | (nbits & ~sub);
   float f;
   std::memcpy(&f, &r, 4);
   return f;
@@ -97,7 +101,7 @@ inline half from_f32<half>(float v) {
   std::memcpy(&w, &v, 4);
   const uint32_t shl1_w = w + w, sign = w & 0x80000000u;
   uint32_t bias = shl1_w & 0xFF000000u;
-  bias = bias < 0x71000000u ? 0x71000000u : bias;
+  bias = std::max(bias, 0x71000000u);
   const uint32_t bb = (bias >> 1) + 0x07800000u;
   float b;
   std::memcpy(&b, &bb, 4);
@@ -106,7 +110,8 @@ inline half from_f32<half>(float v) {
   std::memcpy(&bits, &base, 4);
   const uint32_t nonsign = ((bits >> 13) & 0x7C00u) + (bits & 0x0FFFu);
   half r;
-  r.bits = static_cast<uint16_t>((sign >> 16) | (shl1_w > 0xFF000000u ? 0x7E00u : nonsign));
+  const uint32_t nan = 0u - static_cast<uint32_t>(shl1_w > 0xFF000000u);  // as in to_f32: masks
+  r.bits = static_cast<uint16_t>((sign >> 16) | (0x7E00u & nan) | (nonsign & ~nan));
   return r;
 #endif
 }
