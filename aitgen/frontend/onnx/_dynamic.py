@@ -282,3 +282,26 @@ def center_crop_pad(ctx: NodeContext, x: Tensor, axes: list) -> Tensor:
     out = [produced_var(f"{ctx.name}:{j}", dd.upper + value_bound(x.ndim)) for j, dd in enumerate(x.shape)]
     return bind_dims(y, [pads, ax, constant(np.zeros([1], x.dtype.np))], "pad", out, shape=out, known=mid,
                      name=ctx.name, operands=["pads", "axes", "value", "mode:constant"])
+
+
+def bind_values(ctx: NodeContext, i: int, slots: list, what: str) -> tuple[Tensor, Tensor]:
+    """The k integers of input i bound to `slots` (produced IntVars the run binds; a Dim where
+    the graph already fixes that entry, checked equal at run time). Returns (a [1] int64 tensor
+    of ones that reads after the binding, to `iota` from; the values as int64 [k])."""
+    s = sizes_operand(ctx, i, what)
+    k = prod(s.shape).value
+    if k != len(slots):
+        raise ctx.malformed(f"input {i} ({what}) holds {k} values, expected {len(slots)}")
+    s64 = ops.reshape(s if s.dtype is DType.int64 else ops.cast(s, DType.int64), [k])
+    ones = bind_dims(constant(np.ones([1], np.int64)), [s64], "values", slots, name=ctx.name)
+    return ones, s64
+
+
+def iota(ones: Tensor, n: Dim) -> Tensor:
+    """0, 1, ..., n-1 (int64) for a size n bound by the binding that produced `ones`."""
+    return ops.cumsum(ops.expand(ones, [n]), 0, exclusive=True)
+
+
+def entry(v: Tensor, j: int) -> Tensor:
+    """Element j of a 1-D tensor as a scalar."""
+    return ops.reshape(ops.slice(v, [j], [j + 1], [0]), [])

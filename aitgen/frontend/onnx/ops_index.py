@@ -13,9 +13,10 @@ from __future__ import annotations
 import numpy as np
 
 from ... import ops
-from ...ir.dims import Dim, prod
+from ...ir.dims import Dim, IntVar, prod
 from ...ir.dtype import DType
 from ...ir.tensor import Tensor, constant
+from ...ops.dynamic import bind_dims
 from ._proto import elem_dtype
 from . import _dynamic
 from .ops_shape import _norm
@@ -354,6 +355,8 @@ def _max_unpool(ctx: NodeContext):
     numel = int(np.prod(inferred, dtype=np.int64))
     zero = ops.expand(constant(np.zeros(1, x.dtype.np)), [numel])  # no numel-sized constant in the weights
     y = ops.reshape(ops.scatter_nd(zero, ops.reshape(idx, [-1, 1]), ops.reshape(x, [-1]), name=ctx.name), inferred)
+    if ctx.has_input(2) and _dynamic.run_time(ctx, 2):
+        return _unpool_to_run_time_shape(ctx, y, inferred)
     if ctx.has_input(2):
         out = [int(v) for v in ctx.require_const(2, "output_shape").reshape(-1)]
         if len(out) != len(inferred) or any(o < i for o, i in zip(out, inferred)):
@@ -361,6 +364,21 @@ def _max_unpool(ctx: NodeContext):
         if out != inferred:
             y = ops.pad(y, [(0, o - i) for o, i in zip(out, inferred)])
     return y
+
+
+def _unpool_to_run_time_shape(ctx: NodeContext, y: Tensor, inferred: list[int]) -> Tensor:
+    """output_shape fed as data: y zero-padded at the end of each axis to it, by the pad rule
+    (pads [0..., output_shape - inferred]). Each output dim is a produced size whose lower bound
+    is the inferred one, so a smaller output_shape is a RuntimeInputError naming the node."""
+    s = _dynamic.sizes_operand(ctx, 2, "output_shape")
+    r = len(inferred)
+    if prod(s.shape).value != r:
+        raise ctx.malformed(f"output_shape holds {prod(s.shape).value} values for rank {r}")
+    want = ops.reshape(s if s.dtype is DType.int64 else ops.cast(s, DType.int64), [r])
+    pads = ops.concat([constant(np.zeros(r, np.int64)), ops.sub(want, constant(np.array(inferred, np.int64)))], 0)
+    dims = [IntVar(f"{ctx.name}:{j}", d, d + _dynamic.value_bound(r), produced=True) for j, d in enumerate(inferred)]
+    return bind_dims(y, [pads, constant(np.zeros([1], y.dtype.np))], "pad", dims, shape=dims, known=inferred,
+                     name=ctx.name, operands=["pads", "value", "mode:constant"])
 
 
 @onnx_op("TensorScatter", min_opset=24)

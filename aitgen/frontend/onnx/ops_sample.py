@@ -24,6 +24,8 @@ from ... import ops
 from ...ir.dims import IntImm, prod
 from ...ir.dtype import DType
 from ...ir.tensor import Tensor, constant
+from ...ops.dynamic import produced_var
+from . import _dynamic
 from .ops_nn import float_input, like
 from .registry import NodeContext, check_constant_size, onnx_op
 
@@ -169,6 +171,8 @@ def _grid_sample(ctx: NodeContext):
 def _affine_grid(ctx: NodeContext):
     """grid[n, ..., :] = theta[n] @ (x, y[, z], 1): one batched matmul with a constant base grid."""
     theta = float_input(ctx, 0, "theta")
+    if _dynamic.run_time(ctx, 1):
+        return _affine_grid_run_time(ctx, theta)
     size = ctx.ints(1, "size")
     if size is None:
         raise ctx.malformed("input 1 (size) is required")
@@ -193,6 +197,38 @@ def _affine_grid(ctx: NodeContext):
     base = np.stack(cols, axis=1).astype(np.float32)  # [prod(spatial), nsp + 1]
     y = ops.bmm(ops.unsqueeze(like(base, theta), [0]), theta, trans_b=True)  # [N, prod, nsp]
     return ops.reshape(y, [theta.shape[0], *spatial, nsp])
+
+
+def _affine_grid_run_time(ctx: NodeContext, theta: Tensor) -> Tensor:
+    """`size` fed as data: the spatial sizes are dims the run binds (N is checked against theta's,
+    C is read and unused), each axis's ramp is computed from an iota of its run-time length, and
+    grid = theta[..., -1] + sum_k theta[..., k] * ramp_k, broadcast over [N, (D,) H, W, nsp]."""
+    k = prod(_dynamic.sizes_operand(ctx, 1, "size").shape).value
+    if k not in (4, 5):
+        raise ctx.malformed(f"size must hold 4 ([N, C, H, W]) or 5 ([N, C, D, H, W]) values, got {k}")
+    nsp = k - 2
+    if theta.ndim != 3 or theta.shape[1] != IntImm(nsp) or theta.shape[2] != IntImm(nsp + 1):
+        raise ctx.malformed(f"theta must be [N, {nsp}, {nsp + 1}] for a size of {k} values, got "
+                            f"[{', '.join(map(str, theta.shape))}]")
+    spatial = [produced_var(f"{ctx.name}:{j}", _dynamic.value_bound(nsp)) for j in range(nsp)]
+    ones, s64 = _dynamic.bind_values(ctx, 1, [theta.shape[0], produced_var(f"{ctx.name}:C", _dynamic.VALUE_ELEMENTS),
+                                               *spatial], "size")
+    align = bool(ctx.attr("align_corners", 0))
+    cols = ops.split(theta, [1] * (nsp + 1), axis=2)  # [N, nsp, 1] each
+    y = ops.reshape(cols[nsp], [theta.shape[0], *([1] * nsp), nsp])
+    for a in range(nsp):  # spatial axis a carries grid component nsp - 1 - a (x is the last axis)
+        i = _dynamic.iota(ones, spatial[a])
+        n = _dynamic.entry(s64, 2 + a)
+        one = constant(np.int64(1))
+        # align_corners: -1 + 2 i / (n - 1) (0 when n = 1); else (2 i + 1) / n - 1; one rounding each
+        num = ops.sub(ops.add(i, i), ops.sub(n, one)) if align else ops.sub(ops.add(ops.add(i, i), one), n)
+        den = ops.maximum(ops.sub(n, one), one) if align else n
+        r = ops.div(ops.cast(num, DType.float32), ops.cast(den, DType.float32))
+        r = r if theta.dtype == DType.float32 else ops.cast(r, theta.dtype)
+        r = ops.reshape(r, [1, *[spatial[a] if b == a else 1 for b in range(nsp)], 1])
+        w = ops.reshape(cols[nsp - 1 - a], [theta.shape[0], *([1] * nsp), nsp])
+        y = ops.add(y, ops.mul(r, w))
+    return y
 
 
 @onnx_op("RoiAlign", min_opset=10)

