@@ -21,6 +21,7 @@ import numpy as np
 from ... import ops
 from ...ir.dims import IntImm
 from ...ir.tensor import Tensor, constant
+from . import _dynamic, _signal_rt
 from .ops_nn import float_input, like, norm_axis
 from .registry import MAX_CONSTANT, NodeContext, check_constant_size, onnx_op
 
@@ -85,6 +86,16 @@ def _dft(ctx: NodeContext):
     if x.ndim < 3:
         raise ctx.malformed(f"input must be [batch, ..., n, 1 or 2], got rank {x.ndim}")
     c = _complex_dim(ctx, x, "input")
+    inverse, onesided = bool(ctx.attr("inverse", 0)), bool(ctx.attr("onesided", 0))
+    axis_rt = ctx.opset >= 20 and _dynamic.run_time(ctx, 2)
+    if axis_rt or _dynamic.run_time(ctx, 1):  # the axis or the length fed as data (_signal_rt.py)
+        if onesided and not inverse and c == 2:
+            raise ctx.malformed("onesided needs a real input (last dim 1)")
+        axis = None if axis_rt else (_scalar(ctx, 2, "axis") if ctx.opset >= 20 else ctx.attr("axis", 1))
+        axis = None if axis is None and axis_rt else norm_axis(ctx, -2 if axis is None else axis, x.ndim)
+        if axis == x.ndim - 1:
+            raise ctx.malformed("axis cannot be the last (complex) dim")
+        return _signal_rt.dft(ctx, x, c, axis, inverse, onesided)
     if ctx.opset >= 20:
         axis = _scalar(ctx, 2, "axis")
         axis = -2 if axis is None else axis
@@ -93,7 +104,6 @@ def _dft(ctx: NodeContext):
     axis = norm_axis(ctx, axis, x.ndim)
     if axis == x.ndim - 1:
         raise ctx.malformed("axis cannot be the last (complex) dim")
-    inverse, onesided = bool(ctx.attr("inverse", 0)), bool(ctx.attr("onesided", 0))
     n_dim = x.shape[axis]
     if not n_dim.is_static:
         raise ctx.unsupported(f"the transformed dim {n_dim} must be static")

@@ -47,8 +47,18 @@ CASES = {
     "unpool": ("MaxUnpool", [In("x", np.array([[[[5, 6], [7, 8]]]], np.float32)),
                              In("i", np.array([[[[5, 7], [13, 15]]]], np.int64)), In("o", i64(1, 1, 5, 5))],
                {"kernel_shape": [2, 2], "strides": [2, 2]}, 22, [{}, {"o": i64(1, 1, 4, 4)}, {"o": i64(1, 2, 4, 6)}]),
+    "dft": ("DFT", [In("x", f32((2, 3, 4, 1))), None, In("a", i64(1))], {}, 20,
+            [{}, {"a": i64(-2)}, {"a": i64(0)}]),
+    "dft_inv": ("DFT", [In("x", f32((2, 3, 4, 2))), None, In("a", i64(2))], {"inverse": 1}, 20,
+                [{}, {"a": i64(-3)}]),
+    "rfft": ("DFT", [In("x", f32((1, 6, 5, 1))), None, In("a", i64(1))], {"onesided": 1}, 20,
+             [{}, {"a": i64(2)}, {"a": i64(0)}]),
+    "irfft": ("DFT", [In("x", f32((1, 4, 3, 2))), None, In("a", i64(1))], {"inverse": 1, "onesided": 1}, 20,
+              [{}, {"a": i64(-2)}]),
+    "dft_len": ("DFT", [In("x", f32((2, 5, 1))), In("n", i64(4)), In("a", i64(1))], {}, 20,
+                [{}, {"n": i64(8)}, {"a": i64(0), "n": i64(3)}]),
 }
-TOL = {}
+TOL = {k: dict(rtol=1e-4, atol=1e-5) for k in ("dft", "dft_inv", "rfft", "irfft", "dft_len")}
 # onnxruntime scatters MaxUnpool's indices into output_shape's own layout, where onnx's node test
 # (test_maxunpool_export_with_output_shape) and reference pad the inferred output: these cases are
 # compared with onnx's reference evaluator
@@ -64,7 +74,7 @@ def expected(name, model, feeds):
 
 
 def _feeds(inputs, sets):
-    base = {i.name: i.value for i in inputs}
+    base = {i.name: i.value for i in inputs if i is not None}
     return [{**base, **s} for s in sets]
 
 
@@ -116,11 +126,13 @@ def test_against_oracle_and_onnxruntime(built, name):
     assert len(shapes) == (1 if name in SAME_SHAPE else len(sets)), shapes
 
 
-SAME_SHAPE = set()
+SAME_SHAPE = {"dft", "dft_inv"}
 
 BAD = [("affine2d", {"s": i64(3, 3, 5, 6)}, r"AffineGrid.*size 0 is 3, where the graph has 2"),
        ("affine2d", {"s": i64(2, 3, 5000, 6000)}, r"AffineGrid.*outside its bounds"),
-       ("unpool", {"o": i64(1, 1, 3, 5)}, r"MaxUnpool.*size 2 .*is 3, outside its bounds \[4, ")]
+       ("unpool", {"o": i64(1, 1, 3, 5)}, r"MaxUnpool.*size 2 .*is 3, outside its bounds \[4, "),
+       ("dft", {"a": i64(3)}, r"DFT.*size 0 .*is 3, outside its bounds \[0, 2\]"),
+       ("dft", {"a": i64(-5)}, r"DFT.*size 0 .*is -1, (negative|outside its bounds)")]
 
 
 @pytest.mark.parametrize("name,bad,msg", BAD, ids=[f"{b[0]}-{j}" for j, b in enumerate(BAD)])

@@ -1,0 +1,164 @@
+"""DFT whose axis or dft_length arrives as run-time data (issue 15): the converters' side, beside
+ops_signal.py's import-time matrices.
+
+The transformed axis is one of x's (static) dims, chosen by the run: x is viewed as
+[outer, n, inner, c] for that axis (the BIND_DIMS "axis" rule, then a reshape that splits the
+complex dim off), the DFT matrix is computed as data from iotas of the run-time n and m (the same
+entries as ops_signal.dft_matrix: twiddles of (j k mod L) / L, the 1 / L of the inverse, the cut
+to dft_length, the onesided cut, irfft's Hermitian weights), one GEMM applies it, and the result
+is viewed back: under x's shape when the length along the axis is kept, else under dims the run
+binds (x's with the axis's replaced by m). Planned buffers take the largest of every axis's
+[outer, n, inner], so x must be static; the matrix at its bounds obeys registry.MAX_CONSTANT.
+"""
+from __future__ import annotations
+
+import math
+from typing import Optional
+
+import numpy as np
+
+from ... import ops
+from ...ir.dims import IntImm, IntVar
+from ...ir.dtype import DType
+from ...ir.tensor import Tensor, constant
+from ...ops.dynamic import bind_dims, produced_var
+from . import _dynamic
+from .registry import MAX_CONSTANT, NodeContext
+
+I64, F32 = DType.int64, DType.float32
+
+
+def _i64(v) -> Tensor:
+    return constant(np.array(v, np.int64))
+
+
+def scalar_operand(ctx: NodeContext, i: int, what: str) -> Tensor:
+    """Input i, one integer fed as data, as int64 [1]."""
+    t = _dynamic.sizes_operand(ctx, i, what)
+    if math.prod(d.value for d in t.shape) != 1:
+        raise ctx.malformed(f"input {i} ({what}) must be a scalar, got shape {[str(d) for d in t.shape]}")
+    return ops.reshape(t if t.dtype is I64 else ops.cast(t, I64), [1])
+
+
+def checked_axis(ctx: NodeContext, a: Tensor, r: int) -> Tensor:
+    """The axis normalised to [0, r - 2] (not the complex dim), as data; a run giving another
+    one is a RuntimeInputError naming the node (the bound of a produced size)."""
+    a = ops.where(ops.less(a, _i64(0)), ops.add(a, _i64(r)), a)
+    return bind_dims(a, [a], "values", [IntVar(f"{ctx.name}:axis", 0, r - 2, produced=True)], name=ctx.name)
+
+
+def _twiddles(j: Tensor, k: Tensor, length: Tensor) -> tuple[Tensor, Tensor]:
+    """cos and sin of 2 pi (j k mod L) / L, [n, m] float32; the modulo keeps the angle exact, and
+    float64 keeps sin(pi) and the like at ~1e-16 (float32 would leave ~1e-7 of each term where
+    the exact transform cancels to 0, as the import-time matrix does not)."""
+    f64 = DType.float64
+    jk = ops.mod(ops.mul(ops.reshape(j, [j.shape[0], 1]), ops.reshape(k, [1, k.shape[0]])), length)
+    theta = ops.mul(ops.div(ops.cast(jk, f64), ops.cast(length, f64)), constant(np.float64(2.0 * np.pi), dtype=f64))
+    return ops.cast(ops.cos(theta), F32), ops.cast(ops.sin(theta), F32)
+
+
+def dft_matrix_data(j: Tensor, k: Tensor, length: Tensor, c: int, inverse: bool, onesided: bool) -> Tensor:
+    """ops_signal.dft_matrix's [n * c, m * co] as data: j = iota(n), k = iota(m), L an int64 [1]."""
+    irfft = inverse and onesided
+    n, m = j.shape[0], k.shape[0]
+    cos, sin = _twiddles(j, k, length)
+    jc = ops.reshape(j, [n, 1])
+    # input points past L (or L // 2 + 1 for irfft) are cut off
+    used = ops.add(ops.div(length, _i64(2)), _i64(1)) if irfft else length
+    keep = ops.cast(ops.less(jc, used), F32)
+    inv_len = ops.div(constant(np.float32(1.0)), ops.cast(length, F32))
+    if irfft:
+        # w = 1 for j = 0 and j = L / 2, else 2 (the Hermitian pairs), times 1 / L
+        ends = ops.logical_or(ops.equal(jc, _i64(0)), ops.equal(ops.add(jc, jc), length))
+        w = ops.mul(ops.where(ends, constant(np.float32(1.0)), constant(np.float32(2.0))), inv_len)
+        w = ops.mul(w, keep)
+        blocks = [[ops.mul(cos, w)], [ops.neg(ops.mul(sin, w))]][:c]
+    else:
+        scale = ops.mul(keep, inv_len) if inverse else keep
+        sign = 1.0 if inverse else -1.0
+        re, im = ops.mul(cos, scale), ops.mul(sin, ops.mul(scale, constant(np.float32(sign))))
+        # (a + ib)(cos + i sign sin) = (a cos - b sign sin) + i (a sign sin + b cos)
+        blocks = [[re, im], [ops.neg(im), re]][:c]
+    co = len(blocks[0])
+    rows = [ops.concat([ops.reshape(b, [n, 1, m, 1]) for b in row], 3) for row in blocks]
+    mat = ops.concat(rows, 1) if c > 1 else rows[0]          # [n, c, m, co]
+    return ops.reshape(mat, [n * c, m * co])
+
+
+def _budget(dims: list[int], co: int, cap: int) -> int:
+    """The largest m (at most cap) whose output [max(d_0, m), ..., max(d_r, m), co], the shape
+    buffers are planned at, holds at most VALUE_ELEMENTS; at least 1."""
+    lo, hi = 1, max(cap, 1)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if math.prod(max(d, mid) for d in dims) * co <= _dynamic.VALUE_ELEMENTS:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def dft(ctx: NodeContext, x: Tensor, c: int, axis: Optional[int], inverse: bool, onesided: bool) -> Tensor:
+    """DFT of x along `axis` (None: input 2, fed as data), dft_length from input 1 (constant,
+    fed as data, or omitted)."""
+    if not all(d.is_static for d in x.shape):
+        raise ctx.unsupported(f"a DFT whose axis or dft_length is run-time data needs static input dims, got "
+                              f"[{', '.join(map(str, x.shape))}]")
+    dims, r = [d.value for d in x.shape], x.ndim
+    a = scalar_operand(ctx, 2, "axis") if axis is None else _i64([axis])
+    a = checked_axis(ctx, a, r)
+    irfft = inverse and onesided
+    cand = range(r - 1)
+    outer_ub = max(math.prod(dims[:b]) for b in cand)
+    n_ub = max(max(dims[b] for b in cand), 1)
+    inner_ub = max(math.prod(dims[b + 1:-1]) for b in cand)
+    outer, n, inner = (produced_var(f"{ctx.name}:{w}", ub) for w, ub in
+                       (("outer", outer_ub), ("n", n_ub), ("inner", inner_ub * c)))
+    xv = bind_dims(x, [a], "axis", [outer, n, inner], shape=[outer, n, inner], known=list(x.shape), name=ctx.name)
+    # Split the complex dim off inner: [outer, n, inner / c, c]. outer and n are bound again to
+    # the values they already have (a binding writes its slots; equal values, no conflict).
+    inner_c = produced_var(f"{ctx.name}:inner_c", inner_ub)
+    xv = bind_dims(xv, [_i64([0, 0, -1, c])], "reshape", [outer, n, inner_c, IntImm(c)],
+                   shape=[outer, n, inner_c, IntImm(c)], known=[outer, n, inner], name=ctx.name)
+    n_val = ops.gather(_i64(dims[:-1]), a, 0)                           # the axis's size, int64 [1]
+    if ctx.has_input(1) and _dynamic.run_time(ctx, 1):
+        length, l_ub = scalar_operand(ctx, 1, "dft_length"), None
+    elif ctx.has_input(1):
+        (lv,) = ctx.ints(1, "dft_length")
+        if lv < 1:
+            raise ctx.malformed(f"dft_length must be >= 1, got {lv}")
+        length, l_ub = _i64([lv]), lv
+    else:
+        length = ops.mul(ops.sub(n_val, _i64(1)), _i64(2)) if irfft else n_val
+        l_ub = max(2 * (n_ub - 1), 1) if irfft else n_ub
+    co = 1 if irfft else 2
+    rfft = onesided and not inverse
+    ones = constant(np.ones([1], np.int64))
+    # iotas of n and m: ones bound with them (n once more, to the same value), so they read after
+    j = _dynamic.iota(bind_dims(ones, [n_val], "values", [n], name=ctx.name), n)
+    if not ctx.has_input(1) and not onesided:  # the length along the axis is kept: m is n
+        m, k = n, j
+    else:
+        m_val = ops.add(ops.div(length, _i64(2)), _i64(1)) if rfft else length
+        if l_ub is None:  # dft_length fed as data: the output at its bounds within the value budget
+            m_ub = _budget(dims[:-1], co, MAX_CONSTANT // max(n_ub * c * co, 1))
+        else:
+            m_ub = l_ub // 2 + 1 if rfft else l_ub
+        m = produced_var(f"{ctx.name}:m", m_ub)
+        k = _dynamic.iota(bind_dims(ones, [m_val], "values", [m], name=ctx.name), m)
+    if n_ub * c * m.upper * co > MAX_CONSTANT:
+        raise ctx.unsupported(f"a transform of up to {n_ub * c} x {m.upper * co} as a dense matrix is over aitgen's "
+                              f"limit of {MAX_CONSTANT}: aitgen has no FFT kernel")
+    mat = dft_matrix_data(j, k, length, c, inverse, onesided)
+    if x.dtype != F32:
+        mat = ops.cast(mat, x.dtype)
+    # [outer, n, inner_c, c] -> [outer, inner_c, n * c] @ [n * c, m * co] -> [outer, m, inner_c, co]
+    y = ops.gemm(ops.reshape(ops.permute(xv, [0, 2, 1, 3]), [outer, inner_c, n * c]), mat)
+    y = ops.permute(ops.reshape(y, [outer, inner_c, m, IntImm(co)]), [0, 2, 1, 3])
+    if m is n:
+        return _dynamic.view(y, [*x.shape[:-1], IntImm(co)], ctx.name)
+    # x's dims with the axis's replaced by m: a target shape computed as data, bound by the run
+    tgt = ops.where(ops.equal(_i64(list(range(r - 1))), a), m_val, _i64(dims[:-1]))
+    out = [produced_var(f"{ctx.name}:d{b}", max(d, m.upper)) for b, d in enumerate(dims[:-1])] + [IntImm(co)]
+    return bind_dims(y, [ops.concat([tgt, _i64([co])], 0)], "reshape", out, shape=out,
+                     known=[outer, m, inner_c, IntImm(co)], name=ctx.name)
