@@ -57,6 +57,15 @@ CASES = {
               [{}, {"a": i64(-2)}]),
     "dft_len": ("DFT", [In("x", f32((2, 5, 1))), In("n", i64(4)), In("a", i64(1))], {}, 20,
                 [{}, {"n": i64(8)}, {"a": i64(0), "n": i64(3)}]),
+    "col2im": ("Col2Im", [In("x", f32((2, 4, 6))), In("i", i64(3, 4)), In("b", i64(2, 2))], {}, 18,
+               [{}, {"i": i64(4, 3)}, {"i": i64(2, 7)}, {"i": i64(6, 4), "b": i64(1, 4)}]),
+    "col2im_attrs": ("Col2Im", [In("x", f32((1, 8, 4))), In("i", i64(3, 3)), In("b", i64(2, 2))],
+                     {"strides": [2, 1], "dilations": [1, 2], "pads": [1, 0, 0, 1]}, 18,
+                     [{}, {"i": i64(4, 3)}, {"i": i64(2, 5)}]),
+    "col2im_1d": ("Col2Im", [In("x", f32((1, 3, 4))), In("i", i64(6)), In("b", i64(3))], {}, 18,
+                  [{}, {"i": i64(4), "b": i64(1)}]),
+    "col2im_3d": ("Col2Im", [In("x", f32((1, 2, 6))), In("i", i64(2, 3, 2)), In("b", i64(1, 1, 2))], {}, 18,
+                  [{}, {"i": i64(1, 1, 7)}]),
 }
 TOL = {k: dict(rtol=1e-4, atol=1e-5) for k in ("dft", "dft_inv", "rfft", "irfft", "dft_len")}
 # onnxruntime scatters MaxUnpool's indices into output_shape's own layout, where onnx's node test
@@ -131,6 +140,10 @@ SAME_SHAPE = {"dft", "dft_inv"}
 BAD = [("affine2d", {"s": i64(3, 3, 5, 6)}, r"AffineGrid.*size 0 is 3, where the graph has 2"),
        ("affine2d", {"s": i64(2, 3, 5000, 6000)}, r"AffineGrid.*outside its bounds"),
        ("unpool", {"o": i64(1, 1, 3, 5)}, r"MaxUnpool.*size 2 .*is 3, outside its bounds \[4, "),
+       ("col2im", {"i": i64(3, 5)}, r"Col2Im.*cannot (infer|reshape)"),
+       ("col2im", {"b": i64(3, 2)}, r"Col2Im.*size 0 .*is 0, outside its bounds \[1, 4\]"),
+       ("col2im", {"b": i64(0, 2)}, r"Col2Im.*size 0 .*is 0, outside its bounds \[1, 4\]"),
+       ("col2im", {"i": i64(1, 4)}, r"Col2Im.*size 0 .*is -1, (negative|outside its bounds)"),
        ("dft", {"a": i64(3)}, r"DFT.*size 0 .*is 3, outside its bounds \[0, 2\]"),
        ("dft", {"a": i64(-5)}, r"DFT.*size 0 .*is -1, (negative|outside its bounds)")]
 
