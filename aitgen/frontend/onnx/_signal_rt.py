@@ -1,5 +1,5 @@
-"""DFT whose axis or dft_length arrives as run-time data (issue 15): the converters' side, beside
-ops_signal.py's import-time matrices.
+"""DFT, STFT and MelWeightMatrix whose axis, lengths, step or scalars arrive as run-time data
+(issue 15), beside ops_signal.py's import-time matrices.
 
 The transformed axis is one of x's (static) dims, chosen by the run: x is viewed as
 [outer, n, inner, c] for that axis (the BIND_DIMS "axis" rule, then a reshape that splits the
@@ -9,6 +9,11 @@ to dft_length, the onesided cut, irfft's Hermitian weights), one GEMM applies it
 is viewed back: under x's shape when the length along the axis is kept, else under dims the run
 binds (x's with the axis's replaced by m). Planned buffers take the largest of every axis's
 [outer, n, inner], so x must be static; the matrix at its bounds obeys registry.MAX_CONSTANT.
+
+STFT's frame count (and, without a window, its frame length) are sizes the run binds; the frames
+are gathered at indices computed from iotas of them. MelWeightMatrix computes every entry as data
+(onnx's reference formula) over iotas of the two sizes the run binds. Every value the import-time
+path checks is checked by the run, a RuntimeInputError naming the node (a produced size's bounds).
 """
 from __future__ import annotations
 
@@ -38,6 +43,16 @@ def scalar_operand(ctx: NodeContext, i: int, what: str) -> Tensor:
     if math.prod(d.value for d in t.shape) != 1:
         raise ctx.malformed(f"input {i} ({what}) must be a scalar, got shape {[str(d) for d in t.shape]}")
     return ops.reshape(t if t.dtype is I64 else ops.cast(t, I64), [1])
+
+
+def int_scalar(ctx: NodeContext, i: int, what: str) -> Tensor:
+    """Input i, one integer (constant or data), as int64 [1]."""
+    if _dynamic.run_time(ctx, i):
+        return scalar_operand(ctx, i, what)
+    v = ctx.ints(i, what)
+    if len(v) != 1:
+        raise ctx.malformed(f"input {i} ({what}) must be a scalar, got {len(v)} values")
+    return _i64(v)
 
 
 def checked_axis(ctx: NodeContext, a: Tensor, r: int) -> Tensor:
@@ -162,3 +177,125 @@ def dft(ctx: NodeContext, x: Tensor, c: int, axis: Optional[int], inverse: bool,
     out = [produced_var(f"{ctx.name}:d{b}", max(d, m.upper)) for b, d in enumerate(dims[:-1])] + [IntImm(co)]
     return bind_dims(y, [ops.concat([tgt, _i64([co])], 0)], "reshape", out, shape=out,
                      known=[outer, m, inner_c, IntImm(co)], name=ctx.name)
+
+
+def stft(ctx: NodeContext, x: Tensor, c: int, window: Optional[Tensor], onesided: bool) -> Tensor:
+    """STFT whose frame_step or frame_length is fed as data: the frame count (and, without a
+    window, the frame length) are sizes the run binds; frames are gathered at t * step + j from
+    iotas of those sizes and go through the DFT matrix (a constant when the frame length is, else
+    computed as data)."""
+    size = x.shape[1].value
+    lim = 1 << 62
+    step = int_scalar(ctx, 1, "frame_step")
+    if window is not None:
+        frame, f_val = IntImm(window.shape[0].value), _i64([window.shape[0].value])
+    elif ctx.has_input(3) and _dynamic.run_time(ctx, 3):
+        frame, f_val = IntVar(f"{ctx.name}:frame", 1, size, produced=True), scalar_operand(ctx, 3, "frame_length")
+    else:
+        fl = ctx.ints(3, "frame_length") if ctx.has_input(3) else [size]
+        frame, f_val = IntImm(fl[0]), _i64([fl[0]])
+    if window is not None and ctx.has_input(3):
+        # a frame_length beside the window must equal its length (checked by the run when data)
+        fl = int_scalar(ctx, 3, "frame_length")
+        f_val = bind_dims(fl, [fl], "values", [frame], name=ctx.name)
+    if frame.is_static and not 1 <= frame.value <= size:
+        raise ctx.malformed(f"frame_length {frame.value} must be in [1, signal length {size}]")
+    f_ub = frame.upper
+    co = 2
+    m_ub = f_ub // 2 + 1 if onesided else f_ub
+    if f_ub * c * m_ub * co > MAX_CONSTANT or size * f_ub > MAX_CONSTANT:
+        raise ctx.unsupported(f"frames of up to {f_ub} points over a signal of {size} are over aitgen's limit of "
+                              f"{MAX_CONSTANT} entries for a dense transform or frame table")
+    # step >= 1 and 1 <= frame <= size before the frame count divides by the step
+    chk = ops.concat([step, f_val], 0)
+    frame_chk = frame if not frame.is_static else IntVar(f"{ctx.name}:frame_chk", 1, size, produced=True)
+    chk = bind_dims(chk, [chk], "values", [IntVar(f"{ctx.name}:step", 1, lim, produced=True), frame_chk],
+                    name=ctx.name)
+    st, fv = _dynamic.entry(chk, 0), _dynamic.entry(chk, 1)
+    nf_val = ops.add(ops.div(ops.sub(_i64(size), fv), st), _i64(1))
+    nf = produced_var(f"{ctx.name}:frames", size)
+    vals, slots = [ops.reshape(nf_val, [1])], [nf]
+    if not frame.is_static:
+        m = produced_var(f"{ctx.name}:m", m_ub)
+        vals += [ops.reshape(fv, [1]), ops.reshape(ops.add(ops.div(fv, _i64(2)), _i64(1)) if onesided else fv, [1])]
+        slots += [frame, m]
+    ones = bind_dims(constant(np.ones([1], np.int64)), [ops.concat(vals, 0)], "values", slots, name=ctx.name)
+    t, j = _dynamic.iota(ones, nf), _dynamic.iota(ones, frame)
+    idx = ops.add(ops.mul(ops.reshape(t, [nf, 1]), st), ops.reshape(j, [1, frame]))     # [frames, frame]
+    y = ops.gather(x, idx, axis=1)                                                       # [batch, frames, frame, c]
+    if frame.is_static:
+        from .ops_signal import dft_matrix
+        mat, mm, _ = dft_matrix(frame.value, c, frame.value, False, onesided)
+        w_val = ctx.const(2)
+        if w_val is not None:  # the window scales M's rows
+            mat = mat * np.repeat(w_val.astype(np.float64), c)[:, None]
+        mat, m = constant(mat.astype(x.dtype.np)), IntImm(mm)
+    else:
+        mat = dft_matrix_data(j, _dynamic.iota(ones, m), fv, c, False, onesided)
+        mat = mat if x.dtype == F32 else ops.cast(mat, x.dtype)
+        w_val = None
+    if window is not None and w_val is None:
+        y = ops.mul(y, ops.reshape(window, [frame, 1]))
+    y = ops.gemm(ops.reshape(y, [x.shape[0], nf, frame * c]), mat)
+    return ops.reshape(y, [x.shape[0], nf, m, IntImm(co)])
+
+
+def _float_scalar(ctx: NodeContext, i: int, what: str) -> Tensor:
+    """Input i, one number (constant or data), as float64 [1]."""
+    t = _dynamic.sizes_operand(ctx, i, what, floats=True) if _dynamic.run_time(ctx, i) else ctx.input(i, what)
+    if not all(d.is_static for d in t.shape) or math.prod(d.value for d in t.shape) != 1:
+        raise ctx.malformed(f"input {i} ({what}) must be a scalar, got shape {[str(d) for d in t.shape]}")
+    return ops.reshape(ops.cast(t, DType.float64), [1])
+
+
+def mel_weight_matrix(ctx: NodeContext, dtype: DType) -> Tensor:
+    """MelWeightMatrix of scalars fed as data: [dft_length // 2 + 1, num_mel_bins], both sizes the
+    run binds, each entry computed as data by onnx's reference (float64): the band edges
+    floor((dft_length + 1) * hz(mel_i) / sample_rate), and per bin a triangle rising from its
+    left edge to 1 at its centre and falling to its right edge."""
+    f64 = DType.float64
+    ints = [int_scalar(ctx, i, w) for i, w in enumerate(("num_mel_bins", "dft_length", "sample_rate"))]
+    lo, hi = (_float_scalar(ctx, i, w) for i, w in ((3, "lower_edge_hertz"), (4, "upper_edge_hertz")))
+    # bins, dft_length, sample_rate >= 1 and 0 <= lower < upper (1 when it holds), before any division
+    ok = ops.cast(ops.logical_and(ops.greater_equal(lo, constant(np.float64(0.0), dtype=f64)), ops.less(lo, hi)), I64)
+    v = ops.concat([*ints, ok], 0)
+    v = bind_dims(v, [v], "values", [IntVar(f"{ctx.name}:{w}", 1, ub, produced=True) for w, ub in
+                                     (("bins", VB), ("dft_length", 2 * VB), ("sample_rate", 1 << 62),
+                                      ("edges_ordered", 1))], name=ctx.name)
+    bins_v, dft_v, rate_v = (_dynamic.entry(v, j) for j in range(3))
+    n_spec_v = ops.add(ops.div(dft_v, _i64(2)), _i64(1))
+    n_spec, bins = produced_var(f"{ctx.name}:spectrum", VB), produced_var(f"{ctx.name}:mel_bins", VB)
+    ones = bind_dims(constant(np.ones([1], np.int64)), [ops.concat([ops.reshape(n_spec_v, [1]),
+                                                                     ops.reshape(bins_v, [1])], 0)],
+                     "values", [n_spec, bins], name=ctx.name)
+    f = lambda t: ops.cast(t, f64)  # noqa: E731
+    c = lambda x: constant(np.float64(x), dtype=f64)  # noqa: E731
+    ln10 = float(np.log(10.0))
+    low_mel, high_mel = (ops.div(ops.mul(c(2595.0), ops.log1p(ops.div(hz, c(700.0)))), c(ln10)) for hz in (lo, hi))
+    # the bins + 2 edges i = 0 .. bins + 1: edge i of bin b is b + i for i = 0, 1, 2
+    b = _dynamic.iota(ones, bins)
+    step = ops.div(ops.sub(high_mel, low_mel), ops.add(f(bins_v), c(2.0)))
+
+    def edge(off: int) -> Tensor:
+        mel = ops.add(ops.mul(f(ops.add(b, _i64(off))), step), low_mel)
+        hz = ops.mul(c(700.0), ops.expm1(ops.mul(ops.div(mel, c(2595.0)), c(ln10))))
+        e = ops.floor(ops.div(ops.mul(f(ops.add(dft_v, _i64(1))), hz), f(rate_v)))
+        return ops.reshape(e, [1, bins])
+    left, center, right = edge(0), edge(1), edge(2)
+    # the last edge must fall within the spectrum's n_spec bins (0 or more to spare)
+    spare = ops.sub(ops.sub(n_spec_v, _i64(1)), ops.cast(ops.reduce_max(right), I64))
+    # (the spectrum's iota reads after that check: its ones come out of the checking binding)
+    ones = bind_dims(ones, [ops.reshape(spare, [1])], "values", [IntVar(f"{ctx.name}:edge_room", 0, 2 * VB,
+                                                                       produced=True)], name=ctx.name)
+    n = ops.reshape(f(_dynamic.iota(ones, n_spec)), [n_spec, 1])
+    # (an empty side's width becomes 1: its ramp is masked out below, and divides by no 0)
+    up = ops.div(ops.sub(n, left), ops.maximum(ops.sub(center, left), c(1.0)))
+    down = ops.div(ops.sub(right, n), ops.maximum(ops.sub(right, center), c(1.0)))
+    zero = c(0.0)
+    out = ops.where(ops.logical_and(ops.greater_equal(n, left), ops.less(n, center)), up, zero)
+    out = ops.where(ops.logical_and(ops.greater(n, center), ops.less(n, right)), down, out)
+    out = ops.where(ops.equal(n, center), c(1.0), out)
+    return ops.cast(out, dtype)
+
+
+VB = _dynamic.value_bound(2)  # each of the mel matrix's two sizes

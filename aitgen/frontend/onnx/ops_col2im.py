@@ -89,7 +89,8 @@ def _shape_operand(ctx: NodeContext, i: int, what: str) -> Tensor:
     """Input i (constant or run-time) as int64 [k]."""
     t = _dynamic.sizes_operand(ctx, i, what) if _dynamic.run_time(ctx, i) else ctx.input(i, what)
     if t.ndim != 1 or not t.shape[0].is_static or not t.dtype.is_int:
-        raise ctx.malformed(f"input {i} ({what}) must be a 1-D integer tensor, got {t.dtype}[{', '.join(map(str, t.shape))}]")
+        raise ctx.malformed(f"input {i} ({what}) must be a 1-D integer tensor, got "
+                            f"{t.dtype}[{', '.join(map(str, t.shape))}]")
     return t if t.dtype is DType.int64 else ops.cast(t, DType.int64)
 
 

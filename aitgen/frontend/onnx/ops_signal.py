@@ -136,6 +136,11 @@ def _stft(ctx: NodeContext):
     if not x.shape[1].is_static:
         raise ctx.unsupported(f"the signal length {x.shape[1]} must be static (it sets the frame count)")
     size = x.shape[1].value
+    if _dynamic.run_time(ctx, 1) or (ctx.has_input(3) and _dynamic.run_time(ctx, 3)):
+        onesided = bool(ctx.attr("onesided", 1))
+        if onesided and c == 2:
+            raise ctx.malformed("onesided needs a real signal (last dim 1)")
+        return _signal_rt.stft(ctx, x, c, as_window(ctx, x), onesided)
     step = _scalar(ctx, 1, "frame_step")
     if step is None or step < 1:
         raise ctx.malformed(f"frame_step must be given and >= 1, got {step}")
@@ -183,6 +188,9 @@ def _mel_weight_matrix(ctx: NodeContext):
     """[dft_length // 2 + 1, num_mel_bins] triangular filters: every input is a scalar, so the
     whole matrix is computed here (onnx's reference, step for step) and is an import-time value."""
     from ._proto import elem_dtype
+    if any(_dynamic.run_time(ctx, i) for i in range(5)):  # scalars fed as data (_signal_rt.py)
+        dtype = elem_dtype(ctx.attr("output_datatype", 1), f"{ctx.label}: attribute 'output_datatype'")
+        return _signal_rt.mel_weight_matrix(ctx, dtype)
     bins, dft_len, rate = (_scalar(ctx, i, w) for i, w in enumerate(("num_mel_bins", "dft_length", "sample_rate")))
     lo_hz, hi_hz = (ctx.require_const(i, w) for i, w in ((3, "lower_edge_hertz"), (4, "upper_edge_hertz")))
     if bins is None or dft_len is None or rate is None or lo_hz.size != 1 or hi_hz.size != 1:

@@ -26,6 +26,10 @@ def i64(*v):
     return np.array(v, np.int64)
 
 
+def S(v):
+    return np.array(v, np.int64)
+
+
 def f32(shape):
     return R.standard_normal(shape).astype(np.float32)
 
@@ -66,8 +70,19 @@ CASES = {
                   [{}, {"i": i64(4), "b": i64(1)}]),
     "col2im_3d": ("Col2Im", [In("x", f32((1, 2, 6))), In("i", i64(2, 3, 2)), In("b", i64(1, 1, 2))], {}, 18,
                   [{}, {"i": i64(1, 1, 7)}]),
+    "stft": ("STFT", [In("s", f32((1, 32, 1))), In("st", S(4)), None, In("fl", S(8))], {}, 17,
+             [{}, {"st": S(3)}, {"fl": S(6), "st": S(5)}]),
+    "stft_win": ("STFT", [In("s", f32((2, 20, 1))), In("st", S(3)), In("w", f32((6,)))], {}, 17, [{}, {"st": S(7)}]),
+    "stft_c": ("STFT", [In("s", f32((1, 16, 2))), In("st", S(4)), None, In("fl", S(8))], {"onesided": 0}, 17,
+               [{}, {"fl": S(5)}]),
+    "mel": ("MelWeightMatrix", [In("b", np.array(8, np.int32)), In("d", np.array(16, np.int32)),
+                                In("r", np.array(8192, np.int32)), In("lo", np.array(0.0, np.float32)),
+                                In("hi", np.array(4096.0, np.float32))], {}, 17,
+            [{}, {"b": np.array(5, np.int32), "d": np.array(32, np.int32)},
+             {"lo": np.array(100.0, np.float32), "hi": np.array(3000.0, np.float32), "d": np.array(64, np.int32)}]),
 }
-TOL = {k: dict(rtol=1e-4, atol=1e-5) for k in ("dft", "dft_inv", "rfft", "irfft", "dft_len")}
+TOL = {k: dict(rtol=1e-4, atol=1e-5) for k in ("dft", "dft_inv", "rfft", "irfft", "dft_len", "stft", "stft_win",
+                                               "stft_c")}
 # onnxruntime scatters MaxUnpool's indices into output_shape's own layout, where onnx's node test
 # (test_maxunpool_export_with_output_shape) and reference pad the inferred output: these cases are
 # compared with onnx's reference evaluator
@@ -144,6 +159,11 @@ BAD = [("affine2d", {"s": i64(3, 3, 5, 6)}, r"AffineGrid.*size 0 is 3, where the
        ("col2im", {"b": i64(3, 2)}, r"Col2Im.*size 0 .*is 0, outside its bounds \[1, 4\]"),
        ("col2im", {"b": i64(0, 2)}, r"Col2Im.*size 0 .*is 0, outside its bounds \[1, 4\]"),
        ("col2im", {"i": i64(1, 4)}, r"Col2Im.*size 0 .*is -1, (negative|outside its bounds)"),
+       ("stft", {"st": S(0)}, r"STFT.*size 0 .*is 0, outside its bounds \[1, "),
+       ("stft", {"fl": S(40)}, r"STFT.*size 1 .*is 40, outside its bounds \[1, 32\]"),
+       ("mel", {"hi": np.array(8000.0, np.float32)}, r"MelWeightMatrix.*size 0 .*is -4, (negative|outside its bounds)"),
+       ("mel", {"b": np.array(0, np.int32)}, r"MelWeightMatrix.*size 0 .*is 0, outside its bounds \[1, "),
+       ("mel", {"lo": np.array(5000.0, np.float32)}, r"MelWeightMatrix.*size 3 .*is 0, outside its bounds \[1, 1\]"),
        ("dft", {"a": i64(3)}, r"DFT.*size 0 .*is 3, outside its bounds \[0, 2\]"),
        ("dft", {"a": i64(-5)}, r"DFT.*size 0 .*is -1, (negative|outside its bounds)")]
 
