@@ -139,7 +139,7 @@ def dft(ctx: NodeContext, x: Tensor, c: int, axis: Optional[int], inverse: bool,
     if ctx.has_input(1) and _dynamic.run_time(ctx, 1):
         length, l_ub = scalar_operand(ctx, 1, "dft_length"), None
     elif ctx.has_input(1):
-        (lv,) = ctx.ints(1, "dft_length")
+        lv = int(int_scalar(ctx, 1, "dft_length").value.reshape(-1)[0])
         if lv < 1:
             raise ctx.malformed(f"dft_length must be >= 1, got {lv}")
         length, l_ub = _i64([lv]), lv
@@ -192,8 +192,8 @@ def stft(ctx: NodeContext, x: Tensor, c: int, window: Optional[Tensor], onesided
     elif ctx.has_input(3) and _dynamic.run_time(ctx, 3):
         frame, f_val = IntVar(f"{ctx.name}:frame", 1, size, produced=True), scalar_operand(ctx, 3, "frame_length")
     else:
-        fl = ctx.ints(3, "frame_length") if ctx.has_input(3) else [size]
-        frame, f_val = IntImm(fl[0]), _i64([fl[0]])
+        fl = int(int_scalar(ctx, 3, "frame_length").value.reshape(-1)[0]) if ctx.has_input(3) else size
+        frame, f_val = IntImm(fl), _i64([fl])
     if window is not None and ctx.has_input(3):
         # a frame_length beside the window must equal its length (checked by the run when data)
         fl = int_scalar(ctx, 3, "frame_length")

@@ -61,6 +61,10 @@ CASES = {
               [{}, {"a": i64(-2)}]),
     "dft_len": ("DFT", [In("x", f32((2, 5, 1))), In("n", i64(4)), In("a", i64(1))], {}, 20,
                 [{}, {"n": i64(8)}, {"a": i64(0), "n": i64(3)}]),
+    "dft_len_c": ("DFT", [In("x", f32((2, 5, 1))), In("n", i64(8), const=True), In("a", i64(1))], {"inverse": 1}, 20,
+                  [{}, {"a": i64(0)}]),
+    "rfft_len": ("DFT", [In("x", f32((3, 5, 1))), In("n", i64(6)), In("a", i64(1))], {"onesided": 1}, 20,
+                 [{}, {"n": i64(3)}, {"a": i64(0), "n": i64(2)}]),
     "col2im": ("Col2Im", [In("x", f32((2, 4, 6))), In("i", i64(3, 4)), In("b", i64(2, 2))], {}, 18,
                [{}, {"i": i64(4, 3)}, {"i": i64(2, 7)}, {"i": i64(6, 4), "b": i64(1, 4)}]),
     "col2im_attrs": ("Col2Im", [In("x", f32((1, 8, 4))), In("i", i64(3, 3)), In("b", i64(2, 2))],
@@ -81,8 +85,8 @@ CASES = {
             [{}, {"b": np.array(5, np.int32), "d": np.array(32, np.int32)},
              {"lo": np.array(100.0, np.float32), "hi": np.array(3000.0, np.float32), "d": np.array(64, np.int32)}]),
 }
-TOL = {k: dict(rtol=1e-4, atol=1e-5) for k in ("dft", "dft_inv", "rfft", "irfft", "dft_len", "stft", "stft_win",
-                                               "stft_c")}
+TOL = {k: dict(rtol=1e-4, atol=1e-5) for k in ("dft", "dft_inv", "rfft", "irfft", "dft_len", "dft_len_c", "rfft_len",
+                                               "stft", "stft_win", "stft_c")}
 # onnxruntime scatters MaxUnpool's indices into output_shape's own layout, where onnx's node test
 # (test_maxunpool_export_with_output_shape) and reference pad the inferred output: these cases are
 # compared with onnx's reference evaluator
@@ -98,7 +102,7 @@ def expected(name, model, feeds):
 
 
 def _feeds(inputs, sets):
-    base = {i.name: i.value for i in inputs if i is not None}
+    base = {i.name: i.value for i in inputs if i is not None and not i.const}
     return [{**base, **s} for s in sets]
 
 
