@@ -6,6 +6,10 @@ with C groups of K input channels each and a constant weight that is 1 at tap k 
 c * K + k. The strides, dilations and pads are Col2Im's own; a remainder of the image that no
 window reaches becomes the transposed conv's output_padding (zeros, as Col2Im leaves them). The
 transposed conv runs through oneDNN (3-D blocks: ops_nn3d's depth slices).
+
+With image_shape or block_shape fed as run-time data, the number of taps and the output's dims
+are the run's: _col2im_run_time adds the elements with one scatter_nd at positions computed as
+data instead.
 """
 from __future__ import annotations
 

@@ -12,6 +12,7 @@ reflection: reflect at the borders, -0.5 / L - 0.5 or 0 / L - 1 with align_corne
 tap's index is padded alone (zeros: weight 0; border: clamped; reflection: reflected). Index
 arithmetic runs in float32 whatever X's float type. X's spatial dims must be static (they are
 constants of the arithmetic); the batch and the grid's spatial dims may be dynamic.
+AffineGrid's size may be run-time data: its spatial dims are then sizes the run binds.
 """
 from __future__ import annotations
 

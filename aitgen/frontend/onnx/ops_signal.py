@@ -11,6 +11,9 @@ short transforms of audio front ends need. A matrix above registry.MAX_CONSTANT 
 
 STFT gathers the frames with a constant index table (frames may overlap), multiplies by the
 window (folded into M when the window is a constant) and applies the same matrix.
+
+A DFT axis or dft_length, STFT frame_step or frame_length, or a MelWeightMatrix scalar fed as
+run-time data takes _signal_rt.py's path instead: the sizes they set are bound by the run.
 """
 from __future__ import annotations
 
