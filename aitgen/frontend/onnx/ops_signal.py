@@ -94,10 +94,12 @@ def _dft(ctx: NodeContext):
     if axis_rt or _dynamic.run_time(ctx, 1):  # the axis or the length fed as data (_signal_rt.py)
         if onesided and not inverse and c == 2:
             raise ctx.malformed("onesided needs a real input (last dim 1)")
-        axis = None if axis_rt else (_scalar(ctx, 2, "axis") if ctx.opset >= 20 else ctx.attr("axis", 1))
-        axis = None if axis is None and axis_rt else norm_axis(ctx, -2 if axis is None else axis, x.ndim)
-        if axis == x.ndim - 1:
-            raise ctx.malformed("axis cannot be the last (complex) dim")
+        axis = None  # None: the run gives it
+        if not axis_rt:
+            a = _scalar(ctx, 2, "axis") if ctx.opset >= 20 else ctx.attr("axis", 1)
+            axis = norm_axis(ctx, -2 if a is None else a, x.ndim)
+            if axis == x.ndim - 1:
+                raise ctx.malformed("axis cannot be the last (complex) dim")
         return _signal_rt.dft(ctx, x, c, axis, inverse, onesided)
     if ctx.opset >= 20:
         axis = _scalar(ctx, 2, "axis")
