@@ -1,8 +1,11 @@
 """ONNX control flow: If; OptionalHasElement / OptionalGetElement over tensors.
 
 A condition known while importing inlines the branch it selects. A run-time condition runs both
-branches and selects element-wise with where(), which is exact when the branches have the same
-output shapes and compute nothing that can fail; branches of different shapes are refused.
+branches and selects element-wise with where(), which is exact when the branches compute nothing
+that can fail. Outputs whose shapes differ between the branches (same rank and dtype, static
+sizes) go through the data-dependent mechanism (aitgen/ops/dynamic.py): both flattened and padded
+to the longer, selected, cut to the chosen branch's element count and viewed under its shape, the
+differing dims being sizes the run binds. A rank that differs is refused (the IR's ranks are static).
 Loop and Scan are in ops_loop.py.
 """
 from __future__ import annotations
@@ -10,8 +13,10 @@ from __future__ import annotations
 import numpy as np
 
 from ... import ops
+from ...ir.dims import IntImm
 from ...ir.dtype import DType
 from ...ir.tensor import Tensor, constant
+from ...ops.dynamic import bind_dims, produced_var
 from .registry import Folded, NodeContext, onnx_op
 
 
@@ -34,11 +39,35 @@ def _if(ctx: NodeContext):
         a, b = _tensor(a), _tensor(b)
         if a is None or b is None:
             raise ctx.unsupported(f"output {k} of a branch is not a tensor aitgen computes")
-        if tuple(a.shape) != tuple(b.shape) or a.dtype != b.dtype:
+        if tuple(a.shape) == tuple(b.shape) and a.dtype == b.dtype:
+            out.append(ops.where(c, a, b))
+            continue
+        if a.dtype != b.dtype or a.ndim != b.ndim or not all(d.is_static for d in (*a.shape, *b.shape)):
             raise ctx.unsupported(f"output {k}: the branches give {a.dtype}{[str(d) for d in a.shape]} and "
-                                  f"{b.dtype}{[str(d) for d in b.shape]}; a run-time condition needs equal ones")
-        out.append(ops.where(c, a, b))
+                                  f"{b.dtype}{[str(d) for d in b.shape]}; under a run-time condition they "
+                                  "need the same dtype and rank and static sizes")
+        out.append(_select_shapes(ctx, c, a, b, k))
     return out
+
+
+def _select_shapes(ctx: NodeContext, c: Tensor, a: Tensor, b: Tensor, k: int) -> Tensor:
+    """where(c, a, b) for branch outputs of different static shapes (same rank)."""
+    sa, sb = [d.value for d in a.shape], [d.value for d in b.shape]
+    na, nb = int(np.prod(sa)), int(np.prod(sb))
+    n = max(na, nb, 1)
+
+    def flat(t: Tensor, m: int) -> Tensor:
+        f = ops.reshape(t, [m])
+        return f if m == n else ops.concat([f, constant(np.zeros([n - m], t.dtype.np), dtype=t.dtype)], 0)
+
+    picked = ops.where(c, flat(a, na), flat(b, nb))
+    count = produced_var(f"{ctx.name}:elements_{k}", n)
+    cnt = ops.where(c, constant(np.array([na], np.int64)), constant(np.array([nb], np.int64)))
+    one = bind_dims(constant(np.ones([1], np.int64)), [cnt], "values", [count], name=ctx.name)
+    cut = ops.gather(picked, ops.cumsum(ops.expand(one, [count]), 0, exclusive=True), 0)
+    shape = ops.where(c, constant(np.array(sa, np.int64)), constant(np.array(sb, np.int64)))
+    dims = [IntImm(x) if x == y else produced_var(f"{ctx.name}:{k}:{j}", max(x, y)) for j, (x, y) in enumerate(zip(sa, sb))]
+    return bind_dims(cut, [shape], "reshape", dims, shape=dims, known=[count], allowzero=True, name=ctx.name)
 
 
 def _tensor(v):

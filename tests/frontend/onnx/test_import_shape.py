@@ -299,6 +299,41 @@ def test_if_inlines_a_known_branch_and_selects_at_run_time():
     assert_close(ag.reference.run(outs, {"x": xv})["y"], -xv, "If inlined")
 
 
+def test_if_with_branches_of_different_shapes(tmp_path):
+    # then: x[:, :2] * 2 ([3, 2]); else: concat(x, x) along axis 0 ([6, 4]): under a run-time
+    # condition the output's dims are sizes the run binds; one build serves both conditions. Exact
+    # (the values are moved, and doubled, not summed). A rank that differs stays refused.
+    from onnx import numpy_helper
+    from onnx.reference import ReferenceEvaluator
+    vi = helper.make_tensor_value_info
+    inits = [numpy_helper.from_array(np.array(v, np.int64), n) for n, v in
+             (("st", [0]), ("en", [2]), ("ax", [1]))]
+    then_g = helper.make_graph([helper.make_node("Slice", ["x", "st", "en", "ax"], ["s"]),
+                                helper.make_node("Add", ["s", "s"], ["t"])], "then", [],
+                               [vi("t", TensorProto.FLOAT, None)], inits)
+
+    def make(other):
+        else_g = helper.make_graph([other], "else", [], [vi("e", TensorProto.FLOAT, None)])
+        node = helper.make_node("If", ["c"], ["y"], then_branch=then_g, else_branch=else_g, name="pick")
+        return _graph([node], [vi("c", TensorProto.BOOL, []), vi("x", TensorProto.FLOAT, [3, 4])],
+                      [helper.make_empty_tensor_value_info("y")], opset=16)
+
+    m = make(helper.make_node("Concat", ["x", "x"], ["e"], axis=0))
+    _, outs = ox.load(m)
+    assert all(d.produced for d in outs["y"].shape)
+    xv = rand((3, 4))
+    model = ag.compile_model(outs, target="cpu", workdir=tmp_path / "if")
+    for cv in (np.array(True), np.array(False), np.array(True)):
+        feeds = {"c": cv, "x": xv}
+        want = ReferenceEvaluator(m).run(None, feeds)[0]
+        np.testing.assert_array_equal(ag.reference.run(outs, feeds)["y"], want)
+        np.testing.assert_array_equal(model.run(feeds)["y"], want)
+        np.testing.assert_array_equal(ort_run(m, feeds)["y"], want)
+    model.close()
+    with pytest.raises(UnsupportedOpError, match=r"node 'pick' \(If.*same dtype and rank"):
+        ox.load(make(helper.make_node("ReduceSum", ["x"], ["e"], keepdims=0)))
+
+
 def test_wrap_pad_matches_numpy_reference_and_onnxruntime(tmp_path):
     """Pad mode 'wrap' (opset 19+): pads within the dim, past it (wrapping twice), a crop on one side
     with a wrap on the other, and `axes`; exact (a gather of constant indices)."""
