@@ -4,7 +4,7 @@
 The transformed axis is one of x's (static) dims, chosen by the run: x is viewed as
 [outer, n, inner, c] for that axis (the BIND_DIMS "axis" rule, then a reshape that splits the
 complex dim off), the DFT matrix is computed as data from iotas of the run-time n and m (the same
-entries as ops_signal.dft_matrix: twiddles of (j k mod L) / L, the 1 / L of the inverse, the cut
+entries as dft_matrix: twiddles of (j k mod L) / L, the 1 / L of the inverse, the cut
 to dft_length, the onesided cut, irfft's Hermitian weights), one GEMM applies it, and the result
 is viewed back: under x's shape when the length along the axis is kept, else under dims the run
 binds (x's with the axis's replaced by m). Planned buffers take the largest of every axis's
@@ -31,6 +31,37 @@ from . import _dynamic
 from .registry import MAX_CONSTANT, NodeContext
 
 I64, F32 = DType.int64, DType.float32
+
+
+def dft_matrix(n: int, c: int, length: int, inverse: bool, onesided: bool) -> tuple[np.ndarray, int, int]:
+    """(M [n * c, m * co], m, co): the DFT of length `length` of n input points (c components each)."""
+    irfft = inverse and onesided
+    m = length // 2 + 1 if onesided and not inverse else length
+    co = 1 if irfft else 2
+    used = min(n, length // 2 + 1 if irfft else length)  # input points past these are cut off
+    j = np.arange(used, dtype=np.float64)[:, None]
+    k = np.arange(m, dtype=np.float64)[None, :]
+    theta = 2.0 * np.pi * ((j * k) % length) / length  # the modulo keeps the angle small and exact
+    cos, sin = np.cos(theta), np.sin(theta)
+    mat = np.zeros((n, c, m, co), np.float64)
+    if irfft:
+        # y[t] = (1/L) sum_k w_k (Re X_k cos - Im X_k sin), w = 1 for k = 0 and k = L/2, else 2.
+        w = np.full((used, 1), 2.0)
+        w[0] = 1.0
+        if length % 2 == 0 and used > length // 2:
+            w[length // 2] = 1.0
+        mat[:used, 0, :, 0] = w * cos / length
+        if c == 2:
+            mat[:used, 1, :, 0] = -w * sin / length
+    else:
+        sign, scale = (1.0, 1.0 / length) if inverse else (-1.0, 1.0)
+        # (a + ib)(cos + i sign sin) = (a cos - b sign sin) + i (a sign sin + b cos)
+        mat[:used, 0, :, 0] = cos * scale
+        mat[:used, 0, :, 1] = sign * sin * scale
+        if c == 2:
+            mat[:used, 1, :, 0] = -sign * sin * scale
+            mat[:used, 1, :, 1] = cos * scale
+    return mat.reshape(n * c, m * co), m, co
 
 
 def _i64(v) -> Tensor:
@@ -73,7 +104,7 @@ def _twiddles(j: Tensor, k: Tensor, length: Tensor) -> tuple[Tensor, Tensor]:
 
 
 def dft_matrix_data(j: Tensor, k: Tensor, length: Tensor, c: int, inverse: bool, onesided: bool) -> Tensor:
-    """ops_signal.dft_matrix's [n * c, m * co] as data: j = iota(n), k = iota(m), L an int64 [1]."""
+    """dft_matrix's [n * c, m * co] as data: j = iota(n), k = iota(m), L an int64 [1]."""
     irfft = inverse and onesided
     n, m = j.shape[0], k.shape[0]
     cos, sin = _twiddles(j, k, length)
@@ -224,7 +255,6 @@ def stft(ctx: NodeContext, x: Tensor, c: int, window: Optional[Tensor], onesided
     idx = ops.add(ops.mul(ops.reshape(t, [nf, 1]), st), ops.reshape(j, [1, frame]))     # [frames, frame]
     y = ops.gather(x, idx, axis=1)                                                       # [batch, frames, frame, c]
     if frame.is_static:
-        from .ops_signal import dft_matrix
         mat, mm, _ = dft_matrix(frame.value, c, frame.value, False, onesided)
         w_val = ctx.const(2)
         if w_val is not None:  # the window scales M's rows

@@ -26,6 +26,7 @@ import numpy as np
 from ... import ops
 from ...errors import ImportError_, ShapeError
 from ...ir.dtype import DType
+from ...ir.op import OpKind
 from ...ir.tensor import Tensor, constant
 from ...ops.dynamic import bind_dims, produced_var
 from .registry import Folded, NodeContext, onnx_op
@@ -93,6 +94,7 @@ def _loop(ctx: NodeContext):
     carried = [ctx.value(2 + k) for k in range(n_carried)]
     scans: list[list] = [[] for _ in range(n_scan)]
     active: list[Tensor] = []  # per unrolled iteration, under a run-time count or condition: it ran
+    built: set[int] = set()    # ids of the ops already checked by _gathers_past_end
     i = 0
     while running is not False and (trips is None or i < trips):
         if i >= MAX_ITERATIONS:
@@ -106,11 +108,15 @@ def _loop(ctx: NodeContext):
         cond_in = np.array(running) if isinstance(running, bool) else running
         try:
             res = ctx.call(body, [np.array(i, np.int64), cond_in, *carried])
+            past_end = m_rt is not None and _gathers_past_end(res, built)
         except (ShapeError, ImportError_):
             if m_rt is None or not i:
                 raise
-            # An iteration that cannot be built (a Gather of row i past the end of a table) ends
-            # the unrolled loop like one that changes a shape: a run reaching it is refused.
+            past_end = True
+        if past_end and i:
+            # An iteration that cannot run (it cannot be built, or gathers row i past the end of a
+            # table, which would fail the run even while inactive) ends the unrolled loop like one
+            # that changes a shape: a run reaching it is refused.
             active.pop()
             break
         cond_out, new, outs = res[0], res[1:1 + n_carried], res[1 + n_carried:]
@@ -146,6 +152,22 @@ def _loop(ctx: NodeContext):
         if len(active) == i:  # not stopped early: iteration i would still need i < M
             still = ops.logical_and(still, ops.greater(m_rt, constant(np.array(i, np.int64))))
     return _cut(ctx, carried, stacked, active, still, len(active))
+
+
+def _gathers_past_end(values: list, seen: set[int]) -> bool:
+    """Whether the ops behind `values` not seen before hold a gather of a constant index past a
+    static axis (the iteration number indexing a table): such an iteration fails every run."""
+    from ...ir.graph import topo_order
+    bad = False
+    for op in topo_order([v for v in values if isinstance(v, Tensor)])[0]:
+        if id(op) in seen:
+            continue
+        seen.add(id(op))
+        if op.kind is OpKind.GATHER and op.inputs[1].is_constant:
+            n = op.inputs[0].shape[op.attrs.axis]
+            idx = np.asarray(op.inputs[1].value)
+            bad |= bool(n.is_static and idx.size and ((idx < -n.value) | (idx >= n.value)).any())
+    return bad
 
 
 def _shape(ctx: NodeContext, v) -> tuple:

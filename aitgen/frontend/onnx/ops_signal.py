@@ -25,39 +25,9 @@ from ... import ops
 from ...ir.dims import IntImm
 from ...ir.tensor import Tensor, constant
 from . import _dynamic, _signal_rt
+from ._signal_rt import dft_matrix
 from .ops_nn import float_input, like, norm_axis
 from .registry import MAX_CONSTANT, NodeContext, check_constant_size, onnx_op
-
-
-def dft_matrix(n: int, c: int, length: int, inverse: bool, onesided: bool) -> tuple[np.ndarray, int, int]:
-    """(M [n * c, m * co], m, co): the DFT of length `length` of n input points (c components each)."""
-    irfft = inverse and onesided
-    m = length // 2 + 1 if onesided and not inverse else length
-    co = 1 if irfft else 2
-    used = min(n, length // 2 + 1 if irfft else length)  # input points past these are cut off
-    j = np.arange(used, dtype=np.float64)[:, None]
-    k = np.arange(m, dtype=np.float64)[None, :]
-    theta = 2.0 * np.pi * ((j * k) % length) / length  # the modulo keeps the angle small and exact
-    cos, sin = np.cos(theta), np.sin(theta)
-    mat = np.zeros((n, c, m, co), np.float64)
-    if irfft:
-        # y[t] = (1/L) sum_k w_k (Re X_k cos - Im X_k sin), w = 1 for k = 0 and k = L/2, else 2.
-        w = np.full((used, 1), 2.0)
-        w[0] = 1.0
-        if length % 2 == 0 and used > length // 2:
-            w[length // 2] = 1.0
-        mat[:used, 0, :, 0] = w * cos / length
-        if c == 2:
-            mat[:used, 1, :, 0] = -w * sin / length
-    else:
-        sign, scale = (1.0, 1.0 / length) if inverse else (-1.0, 1.0)
-        # (a + ib)(cos + i sign sin) = (a cos - b sign sin) + i (a sign sin + b cos)
-        mat[:used, 0, :, 0] = cos * scale
-        mat[:used, 0, :, 1] = sign * sin * scale
-        if c == 2:
-            mat[:used, 1, :, 0] = -sign * sin * scale
-            mat[:used, 1, :, 1] = cos * scale
-    return mat.reshape(n * c, m * co), m, co
 
 
 def _check_size(ctx: NodeContext, rows: int, cols: int) -> None:
