@@ -156,12 +156,16 @@ def compile_model(outputs: Union[Outputs, Graph], target: str = "auto", workdir:
                   name: str = "model", progress: bool = False, extra_flags: Sequence[str] = (),
                   extra_passes: Sequence[PassFn] = (), load: bool = True, cuda_graph: Optional[bool] = None,
                   allow_tf32: bool = False, jobs: Optional[int] = None, profile: bool = False,
-                  check_kernels: bool = True, streams: int = 1, precision_policy: Optional[str] = None):
+                  check_kernels: bool = True, streams: int = 1, precision_policy: Optional[str] = None,
+                  calibration=None, calibration_method: str = "minmax"):
     """Compile `outputs` (a Tensor, list, dict name -> Tensor, or Graph) into `workdir` and load it.
 
     `arch` (CUDA: "sm_80" or "sm_90a"; "sm_90" means sm_90a) defaults to the present GPU's, else
     sm_80 (backends/cuda/backend.yaml). `precision` ("float16" / "bfloat16") converts float32
-    compute and constants (passes/convert_precision.py); `precision_policy` "mixed" (torch.autocast's:
+    compute and constants (passes/convert_precision.py); "int8" quantises GEMMs/convs with constant
+    weights (passes/quantize_int8.py, CPU) with activation scales calibrated on `calibration` (an
+    iterable of input dicts; required: no dynamic quantisation) by `calibration_method` ("minmax",
+    "percentile", "entropy"; aitgen/quant/calibrate.py); `precision_policy` "mixed" (torch.autocast's:
     only GEMM/conv/attention operands narrow; the CPU's default for bfloat16) or "uniform" (every float
     tensor; the default elsewhere). `cuda_graph` makes the loaded model replay
     its run sequence as CUDA graphs (Model.load(cuda_graph=...) overrides it); None: on for a CUDA
@@ -197,9 +201,17 @@ def compile_model(outputs: Union[Outputs, Graph], target: str = "auto", workdir:
         raise RuntimeInputTypeError(f"streams must be an int in [1, {MAX_STREAMS}], got {streams!r}")
     if streams > 1 and target != "cuda":
         raise TargetError(f"streams={streams}: several streams apply to CUDA builds; the target is {target}")
+    feeds = None
+    if precision == "int8":   # checked before any pass: a bad feed is the caller's, named as such
+        from .quant.calibrate import check_feeds
+        feeds = tuple(check_feeds(calibration, graph.inputs))
+    elif calibration is not None:
+        from .errors import CalibrationError
+        raise CalibrationError(f'calibration applies to precision="int8", not precision={precision!r}')
     opts = compile_options(target, fusion=fusion, precision=precision, arch=arch, verify=verify,
                            dump_passes=dump_passes, allow_tf32=allow_tf32, cuda_graph=cuda_graph, profile=profile,
-                           streams=streams, precision_policy=precision_policy)
+                           streams=streams, precision_policy=precision_policy, calibration=feeds,
+                           calibration_method=calibration_method)
     num_ops = len(graph.ops)
     run = run_passes(graph, opts, list(PIPELINE) + list(extra_passes))
     graph = run.graph

@@ -62,6 +62,11 @@ class RuntimeInputError(AitgenError, ValueError):
     """A call to a compiled model or the oracle with bad inputs (name, dtype, rank, shape, bound)."""
 
 
+class CalibrationError(RuntimeInputError):
+    """precision="int8" without calibration feeds, or feeds that are not an iterable of input dicts
+    matching the model's inputs (the message names the input and the feed at fault)."""
+
+
 class InvalidNameError(AitgenError, ValueError):
     """A tensor, dim, input/output or model name that cannot be represented (a NUL, not a string)."""
 

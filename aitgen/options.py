@@ -14,6 +14,11 @@ class CompileOptions:
     target: str = "cpu"
     fusion: bool = True
     precision: Optional[str] = None      # None keeps the graph's dtypes; "float16" / "bfloat16": convert_precision
+    # precision="int8" (passes/quantize_int8.py): the feeds (a tuple of dicts name -> array) the
+    # activation scales are calibrated on, and how ("minmax" | "percentile" | "entropy"). Left out of
+    # equality and hashing: arrays have neither, and the built graph already holds the scales.
+    calibration: Optional[tuple] = dataclasses.field(default=None, compare=False, hash=False, repr=False)
+    calibration_method: str = "minmax"
     # How `precision` applies (passes/convert_precision.py): "uniform" narrows every float tensor,
     # "mixed" only the matmul family's operands (torch.autocast's policy); None: the backend's
     # default (backend.yaml mixed_precision lists the precisions it runs mixed).
@@ -35,6 +40,10 @@ class CompileOptions:
         if self.precision_policy not in (None, "mixed", "uniform"):
             from .errors import DTypeError
             raise DTypeError(f"precision_policy {self.precision_policy!r}: expected 'mixed', 'uniform' or None")
+        if self.calibration_method not in ("minmax", "percentile", "entropy"):
+            from .errors import CalibrationError
+            raise CalibrationError(f"calibration_method {self.calibration_method!r}: expected 'minmax', "
+                                   "'percentile' or 'entropy'")
         if self.caps is not None and self.caps.target != self.target:
             # opts.replace(target=...) must not carry the old backend's answers along.
             raise ValueError(f"CompileOptions: caps are target '{self.caps.target}'s, the target is '{self.target}'")

@@ -78,6 +78,10 @@ class OpKind(enum.Enum):
     # matmul family
     GEMM = "gemm"
     BMM = "bmm"
+    # int8 post-training quantisation (ops/qlinear.py, passes/quantize_int8.py): a float32
+    # activation quantised per tensor, int8 weights per output channel, int32 accumulation
+    QGEMM = "qgemm"
+    QCONV2D = "qconv2d"
     # convolution and pooling (NHWC activations, OHWI weights)
     CONV2D = "conv2d"
     CONV_TRANSPOSE2D = "conv_transpose2d"

@@ -17,6 +17,7 @@ from .linear_attention import *  # noqa: F401,F403
 from .nms import *  # noqa: F401,F403
 from .norm import *  # noqa: F401,F403
 from .pool import *  # noqa: F401,F403
+from . import qlinear  # noqa: F401 - registers QGEMM / QCONV2D; passes/quantize_int8.py builds them
 from .reduce import *  # noqa: F401,F403
 from .roi_align import *  # noqa: F401,F403
 from .scan import *  # noqa: F401,F403

@@ -30,6 +30,7 @@ from .group_ops import group_ops
 from .name_graph import name_graph
 from .pad_conv_channels import pad_conv_channels
 from .patchify_conv import patchify_conv
+from .quantize_int8 import quantize_int8
 from .remove_no_ops import remove_no_ops
 from .remove_unused import remove_unused
 from .sink_permutes import sink_permutes
@@ -117,6 +118,10 @@ PIPELINE: list[PassFn] = [
     # chains into the reads of GEMMs and element-wise groups. After the vertical fusions above,
     # which rebuild ops around their operands and would not carry an operand's view along.
     fuse_memory_ops,
+    # After the vertical fusions and fuse_memory_ops, before group_ops: an int8 GEMM/conv keeps the
+    # epilogue its float op gathered (one oneDNN int8 primitive with post-ops), and calibration sees
+    # the tensors the kernels read. A no-op unless opts.precision is "int8".
+    quantize_int8,
     # After every vertical fusion: independent ops that are each one final kernel (a GEMM with its
     # epilogue, a norm with its prologue, an element-wise group) become one grouped kernel; a
     # grouped op absorbs nothing, so grouping earlier would block those fusions.
@@ -157,4 +162,4 @@ __all__ = ["PIPELINE", "PassFn", "PassRecord", "PipelineRun", "run_pipeline", "r
            "dedup", "fuse_attention", "fuse_parallel_gemms", "fuse_memory_ops", "gather_to_slice", "match_gelu",
            "match_norms", "merge_view_chains", "pad_conv_channels", "patchify_conv", "sink_permutes", "sink_reshapes",
            "fuse_conv_elementwise", "fuse_mm_elementwise", "fuse_elementwise", "fuse_norm_elementwise", "group_ops",
-           "name_graph"]
+           "name_graph", "quantize_int8"]

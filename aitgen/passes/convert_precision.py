@@ -47,7 +47,7 @@ _TARGETS = (DType.float16, DType.bfloat16)
 
 def convert_precision(graph: Graph, opts: CompileOptions) -> Graph:
     """The uniform policy here; the mixed one in _mixed."""
-    if opts.precision is None:
+    if opts.precision is None or opts.precision == "int8":   # int8: quantize_int8's
         return graph
     target = as_dtype(opts.precision)
     if target not in _TARGETS:
@@ -86,6 +86,8 @@ def convert_precision(graph: Graph, opts: CompileOptions) -> Graph:
 def precision_policy(opts: CompileOptions) -> Optional[str]:
     """The policy `opts.precision` runs under ("mixed" / "uniform"), None without a precision;
     report.json's precision.policy."""
+    if opts.precision == "int8":  # quantize_int8's: GEMM/conv int8, everything else float32
+        return "int8 gemm/conv"
     return None if opts.precision is None else _policy(opts, as_dtype(opts.precision))
 
 

@@ -3,7 +3,9 @@
 // configuration, its own state, and the run's pointers and dims.
 #include "aitgen/onednn_kernels.h"
 
+#include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstring>
 #include <tuple>
 
@@ -135,27 +137,149 @@ void stage_dst(Entry& e, const dnnl::memory::desc& md) {
   }
 }
 
+// -- int8 (QGEMM / QCONV2D) ----------------------------------------------------------------------
+// The int8 copy of the float32 source: dense, its axes in the order of the source's strides (a
+// GEMM's rows then columns; a conv's NHWC), u8 or s8 as cfg.quant says.
+dnnl::memory::desc quant_src_md(int rank, const int64_t* sizes, const int64_t* strides, int quant) {
+  int order[8];
+  for (int i = 0; i < rank; ++i) order[i] = i;
+  // outermost first; ties (size-1 dims) keep the logical order
+  std::stable_sort(order, order + rank, [&](int a, int b) { return strides[a] > strides[b]; });
+  dims_t dense(rank);
+  int64_t acc = 1;
+  for (int j = rank - 1; j >= 0; --j) {
+    dense[order[j]] = acc;
+    acc *= sizes[order[j]];
+  }
+  return dnnl::memory::desc(dims_t(sizes, sizes + rank), quant == 2 ? dt::u8 : dt::s8, dense);
+}
+
+// src scale per tensor (mask 0), weight scales along `wei_mask`; oneDNN computes
+// dst = post_ops(src_scale * wei_scale[n] * acc + bias[n]) in float32.
+void set_scales(dnnl::primitive_attr& attr, int wei_mask) {
+  attr.set_scales_mask(DNNL_ARG_SRC, 0);
+  attr.set_scales_mask(DNNL_ARG_WEIGHTS, wei_mask);
+}
+
+// q = clamp(rint(x / scale)) exactly as the oracle (ops/qlinear.py): float32 division (not a
+// multiplication by 1/scale, which rounds differently), round-half-even (the default rounding mode).
+template <typename Q>
+void quantize_src(const float* x, const int64_t* sizes, const int64_t* xs, const dnnl::memory::desc& qmd, float scale,
+                  Q* q) {
+  const int rank = qmd.get_ndims();
+  const dims_t qs = qmd.get_strides();
+  int order[8];
+  for (int i = 0; i < rank; ++i) order[i] = i;
+  std::stable_sort(order, order + rank, [&](int a, int b) { return qs[a] > qs[b]; });
+  const int inner = order[rank - 1];
+  const int64_t n_in = sizes[inner], x_in = xs[inner];
+  const int64_t outer = n_in ? numel(rank, sizes) / n_in : 0;
+  const float lo = std::is_same<Q, uint8_t>::value ? 0.f : -127.f;
+  const float hi = std::is_same<Q, uint8_t>::value ? 255.f : 127.f;
+#pragma omp parallel for schedule(static) if (outer * n_in > 65536)
+  for (int64_t o = 0; o < outer; ++o) {
+    int64_t rem = o, xo = 0, qo = 0;
+    for (int j = rank - 2; j >= 0; --j) {
+      const int ax = order[j];
+      const int64_t i = rem % sizes[ax];
+      rem /= sizes[ax];
+      xo += i * xs[ax];
+      qo += i * qs[ax];
+    }
+    Q* row = q + qo;
+    const float* xr = x + xo;
+    for (int64_t i = 0; i < n_in; ++i) {
+      const float v = std::nearbyint(xr[i * x_in] / scale);
+      row[i] = static_cast<Q>(std::min(hi, std::max(lo, v)));
+    }
+  }
+}
+
+// The int8 primitive on float32 storage: quantise the source into scratch, weights (int8) from
+// their prepacked copy, scales from p[scales_ptr] (src, [1]) and p[scales_ptr + 1] (weights, [n]).
+void run_quant(const Entry& e, int quant, int scales_ptr, int64_t n, float* dst, const float* src,
+               const int64_t* src_sizes, const int64_t* src_strides, const int8_t* wei, const float* bias,
+               PackStore* packs, int64_t version, void* const* p) {
+  dnnl::engine& eng = engine();
+  std::unordered_map<int, dnnl::memory> args;
+  const float x_scale = *static_cast<const float*>(p[scales_ptr]);
+  void* q = scratch(kSrc, e.src.get_size());
+  if (quant == 2) {
+    quantize_src(src, src_sizes, src_strides, e.src, x_scale, static_cast<uint8_t*>(q));
+  } else {
+    quantize_src(src, src_sizes, src_strides, e.src, x_scale, static_cast<int8_t*>(q));
+  }
+  args.emplace(DNNL_ARG_SRC, dnnl::memory(e.src, eng, q));
+  void* w = const_cast<int8_t*>(wei);
+  if (e.wei_packed == e.wei) {
+    args.emplace(DNNL_ARG_WEIGHTS, dnnl::memory(e.wei, eng, w));
+  } else if (packs) {
+    auto packed = packs->get(wei, span(e.wei), version, e.wei, e.wei_packed,
+                             [&](dnnl::memory& to) { pack(e, dnnl::memory(e.wei, eng, w), to); });
+    args.emplace(DNNL_ARG_WEIGHTS, *packed);
+  } else {
+    dnnl::memory to(e.wei_packed, eng, scratch(kWeiPacked, e.wei_packed.get_size()));
+    pack(e, dnnl::memory(e.wei, eng, w), to);
+    args.emplace(DNNL_ARG_WEIGHTS, to);
+  }
+  if (e.has_bias) args.emplace(DNNL_ARG_BIAS, dnnl::memory(e.bias, eng, const_cast<float*>(bias)));
+  for (const BinaryArg& b : e.binaries) args.emplace(b.arg, dnnl::memory(b.md, eng, p[b.ptr]));
+  using tag = dnnl::memory::format_tag;
+  args.emplace(DNNL_ARG_ATTR_SCALES | DNNL_ARG_SRC, dnnl::memory({{1}, dt::f32, tag::x}, eng, p[scales_ptr]));
+  args.emplace(DNNL_ARG_ATTR_SCALES | DNNL_ARG_WEIGHTS, dnnl::memory({{n}, dt::f32, tag::x}, eng, p[scales_ptr + 1]));
+  void* out = e.staged ? scratch(kDst, e.dst.get_size()) : dst;
+  args.emplace(DNNL_ARG_DST, dnnl::memory(e.dst, eng, out));
+  const size_t pad = e.scratchpad.get_size();
+  if (pad > 0) args.emplace(DNNL_ARG_SCRATCHPAD, dnnl::memory(e.scratchpad, eng, scratch(kScratchpad, pad)));
+  e.prim.execute(stream(), args);
+  stream().wait();
+  if (e.staged) store_strided(static_cast<const float*>(out), dst, e.dst, e.dst_store);
+}
+
+// dispatch's int8 form (float32 storage only).
+template <typename Make>
+void dispatch_quant(KernelState* st, int quant, int scales_ptr, int64_t n, bool prepack, int nkey, const Epilogue& ep,
+                    void* const* p, const int64_t* d, const int64_t* src_sizes, const int64_t* src_strides,
+                    const int64_t* out_sizes, int out_rank, int channel_axis, bool has_bias, bool empty,
+                    int src_offset, Make&& make) {
+  float* out = static_cast<float*>(p[0]);
+  const float* bias = has_bias ? static_cast<const float*>(p[3]) : nullptr;
+  if (numel(out_rank, out_sizes) == 0) return;
+  if (empty) {
+    fill_bias(out, bias, out_rank, out_sizes, out_sizes + out_rank, channel_axis);
+    if (ep.loop) ep.loop(p, d);
+    return;
+  }
+  std::shared_ptr<Entry> e = st->primitives.get(d, nkey, make);
+  const float* src = static_cast<const float*>(p[1]) + (src_offset >= 0 ? d[src_offset] : 0);
+  run_quant(*e, quant, scales_ptr, n, out, src, src_sizes, src_strides, static_cast<const int8_t*>(p[2]), bias,
+            prepack ? &st->packs : nullptr, prepack ? d[nkey] : 0, p);
+  if (ep.loop && !e->post_ops) ep.loop(p, d);
+}
+
 std::shared_ptr<Entry> make_matmul(const MatmulConfig& cfg, const int64_t* d) {
   const int r = cfg.rank;
   const dt t = compute_type(cfg.storage, cfg.convert);
   const dt t_dst = cfg.f32_dst ? dt::f32 : t;
   auto e = std::make_shared<Entry>();
-  e->src = strided_md(r, d, d + r, t);
-  e->wei = strided_md(r, d + 2 * r, d + 3 * r, t);
+  e->src = cfg.quant ? quant_src_md(r, d, d + r, cfg.quant) : strided_md(r, d, d + r, t);
+  e->wei = strided_md(r, d + 2 * r, d + 3 * r, cfg.quant ? dt::s8 : t);
   stage_dst(*e, strided_md(r, d + 4 * r, d + 5 * r, t_dst));
   // A constant weight goes into the layout the primitive picks; one computed at run time is read
   // where it lies (the brgemm matmul copies its panels as it goes).
   const dnnl::memory::desc wei =
-      cfg.prepack ? dnnl::memory::desc(e->wei.get_dims(), t, dnnl::memory::format_tag::any) : e->wei;
+      cfg.prepack ? dnnl::memory::desc(e->wei.get_dims(), e->wei.get_data_type(), dnnl::memory::format_tag::any)
+                  : e->wei;
   if (cfg.has_bias) {
     e->has_bias = true;
     e->bias = strided_md(r, d + 6 * r, d + 7 * r, t);
   }
-  finish_epilogue(*e, cfg.epilogue, d, t_dst, [&](const dnnl::primitive_attr& attr) {
+  finish_epilogue(*e, cfg.epilogue, d, t_dst, [&](dnnl::primitive_attr attr) {
+    if (cfg.quant) set_scales(attr, 1 << (r - 1));  // weights [.., K, N]: per N
     return cfg.has_bias ? dnnl::matmul::primitive_desc(engine(), e->src, wei, e->bias, e->dst, attr)
                         : dnnl::matmul::primitive_desc(engine(), e->src, wei, e->dst, attr);
   });
-  record(cfg.name, "matmul", *e);
+  record(cfg.name, cfg.quant ? "matmul_int8" : "matmul", *e);  // the int8 path shows in onednn_impls
   return e;
 }
 
@@ -166,12 +290,12 @@ std::shared_ptr<Entry> make_conv(const ConvConfig& cfg, const int64_t* d) {
   const int64_t* w = d + 8;
   const int64_t* o = w + 2 * wr;
   auto e = std::make_shared<Entry>();
-  e->src = strided_md(4, d, d + 4, t);
-  e->wei = strided_md(wr, w, w + wr, t);
+  e->src = cfg.quant ? quant_src_md(4, d, d + 4, cfg.quant) : strided_md(4, d, d + 4, t);
+  e->wei = strided_md(wr, w, w + wr, cfg.quant ? dt::s8 : t);
   stage_dst(*e, strided_md(4, o, o + 4, t_dst));
   // Always `any`: with plain OHWI weights oneDNN falls back to its reference convolution. A
   // constant weight is packed once, one computed at run time is reordered on every call.
-  const dnnl::memory::desc wei(e->wei.get_dims(), t, dnnl::memory::format_tag::any);
+  const dnnl::memory::desc wei(e->wei.get_dims(), e->wei.get_data_type(), dnnl::memory::format_tag::any);
   const dims_t strides(cfg.strides, cfg.strides + 2), dilates(cfg.dilates, cfg.dilates + 2);
   const dims_t pad_l(cfg.pad_l, cfg.pad_l + 2), pad_r(cfg.pad_r, cfg.pad_r + 2);
   const auto prop = dnnl::prop_kind::forward_inference;
@@ -189,12 +313,13 @@ std::shared_ptr<Entry> make_conv(const ConvConfig& cfg, const int64_t* d) {
   } else {
     using P = dnnl::convolution_forward::primitive_desc;
     const auto alg = dnnl::algorithm::convolution_direct;
-    finish_epilogue(*e, cfg.epilogue, d, t_dst, [&](const dnnl::primitive_attr& attr) {
+    finish_epilogue(*e, cfg.epilogue, d, t_dst, [&](dnnl::primitive_attr attr) {
+      if (cfg.quant) set_scales(attr, wr == 5 ? 3 : 1);  // per output channel: O, or (G, O/G)
       return cfg.has_bias ? P(engine(), prop, alg, e->src, wei, e->bias, e->dst, strides, dilates, pad_l, pad_r, attr)
                           : P(engine(), prop, alg, e->src, wei, e->dst, strides, dilates, pad_l, pad_r, attr);
     });
   }
-  record(cfg.name, cfg.transposed ? "deconvolution" : "convolution", *e);
+  record(cfg.name, cfg.transposed ? "deconvolution" : cfg.quant ? "convolution_int8" : "convolution", *e);
   return e;
 }
 
@@ -245,12 +370,22 @@ void by_storage(Storage s, bool convert, bool f32_dst, Args&&... args) {
 
 void matmul(const MatmulConfig& cfg, KernelState* st, void* const* p, const int64_t* d) {
   const int r = cfg.rank;
+  if (cfg.quant) {  // N: the output's last size
+    return dispatch_quant(st, cfg.quant, cfg.scales_ptr, d[4 * r + r - 1], cfg.prepack, cfg.nkey, cfg.epilogue, p, d,
+                          d, d + r, d + 4 * r, r, r - 1, cfg.has_bias, d[r - 1] == 0, cfg.src_offset,
+                          [&] { return make_matmul(cfg, d); });
+  }
   // Channels of the bias (N) are the output's last axis; K is a's last size.
   by_storage(cfg.storage, cfg.convert, cfg.f32_dst, st, cfg.prepack, cfg.nkey, cfg.epilogue, p, d, d + 4 * r, r, r - 1,
              cfg.has_bias, d[r - 1] == 0, cfg.src_offset, [&] { return make_matmul(cfg, d); });
 }
 
 void conv(const ConvConfig& cfg, KernelState* st, void* const* p, const int64_t* d) {
+  if (cfg.quant) {  // O: the output's axis 1
+    const int64_t* o = d + 8 + 2 * cfg.wei_rank;
+    return dispatch_quant(st, cfg.quant, cfg.scales_ptr, o[1], cfg.prepack, cfg.nkey, cfg.epilogue, p, d, d, d + 4, o, 4,
+                          1, cfg.has_bias, d[1] == 0, -1, [&] { return make_conv(cfg, d); });
+  }
   // out [N, O, HO, WO] sits after x's 8 dims and the weight's; channels are its axis 1; C is x's.
   by_storage(cfg.storage, cfg.convert, cfg.f32_dst, st, cfg.prepack, cfg.nkey, cfg.epilogue, p, d, d + 8 + 2 * cfg.wei_rank, 4, 1,
              cfg.has_bias, d[1] == 0, -1, [&] { return make_conv(cfg, d); });

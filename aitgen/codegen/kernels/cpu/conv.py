@@ -15,7 +15,7 @@ from ....ir.op import Op, OpKind
 from ...lower import LowerContext, lowering
 from ...spec import CONSTANTS_VERSION, KernelCall, KernelSpec
 from . import epilogue
-from .gemm import Md, dense_strides, is_constant, md_dims, result_types
+from .gemm import Md, dense_strides, is_constant, md_dims, quant_params, result_types
 
 
 def _nhwc(n: Dim, c: Dim, h: Dim, w: Dim) -> Md:
@@ -44,6 +44,10 @@ def _weights(shape, groups: int, transposed: bool) -> Md:
 def lower_conv(op: Op, ctx: LowerContext) -> list[KernelCall]:
     own, extras = epilogue.own_operands(op)
     x, w = own[:2]
+    quant = None
+    if op.kind is OpKind.QCONV2D:  # [x, w int8, x_scale, w_scale, bias?]: the same conv, int8
+        quant = (op.attrs.act, own[2], own[3])
+        own = own[:2] + own[4:]
     bias = own[2] if len(own) == 3 else None
     out = op.outputs[0]
     a = op.attrs
@@ -73,10 +77,15 @@ def lower_conv(op: Op, ctx: LowerContext) -> list[KernelCall]:
                                        prepack=prepack, convert=types["convert"], own_dtype=x.dtype,
                                        dst_md=epilogue.nhwc_md(out.shape), rank=4, out_strides=out_strides)
     dims += key
+    ptrs = [out, x, w] + ([bias] if bias is not None else []) + extras
+    qp = quant_params(quant, ptrs)
     spec = KernelSpec.make(ctx.template("conv_onednn.cpp.j2"), transposed=transposed, wei_rank=len(wei[0]),
                            strides=list(a.stride), dilates=[d - 1 for d in a.dilation], padding_l=[pt, pl],
                            padding_r=pad_r, has_bias=bias is not None, prepack=prepack, nkey=len(dims),
-                           **types, **ep)
-    ptrs = [out, x, w] + ([bias] if bias is not None else []) + extras
+                           **types, **ep, **qp)
     return [KernelCall(spec, ptrs, dims + ([CONSTANTS_VERSION] if prepack else []) + loop_dims,
                        op.name or op.kind.value)]
+
+
+# int8 convs (passes/quantize_int8.py): one oneDNN int8 convolution (conv_onednn.cpp.j2).
+lowering("cpu", OpKind.QCONV2D, epilogue=True, features=("strided_output",))(lower_conv)

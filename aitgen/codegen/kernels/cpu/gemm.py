@@ -97,10 +97,11 @@ def md_dims(*mds: Md) -> list[Dim]:
 def matmul_call(ctx: LowerContext, op: Op, out: Tensor, a: Tensor, b: Tensor, bias: Optional[Tensor],
                 a_md: Md, b_md: Md, c_md: Md, extras: Sequence[Tensor] = (),
                 dst_md: Optional[epilogue.DstMd] = None, a_offset: Optional[Dim] = None,
-                out_strides=None) -> KernelCall:
+                out_strides=None, quant: Optional[tuple] = None) -> KernelCall:
     """`extras`: the fused epilogue's operands; `dst_md` describes one in c_md's coordinates;
     `a_offset`: where a view of `a` starts, in elements (the last dim); `out_strides`: the output's
-    strides where it is a strided slice of a concat (c_md already says so to oneDNN)."""
+    strides where it is a strided slice of a concat (c_md already says so to oneDNN); `quant`: an
+    int8 QGEMM's (act code, x_scale, w_scale) (quant_params), its scales read after the extras."""
     rank = len(c_md[0])
     if out.dtype in LOOP_DTYPES:
         return _loop_call(ctx, op, out, a, b, bias, a_md, b_md, c_md, extras, a_offset, out_strides)
@@ -120,10 +121,22 @@ def matmul_call(ctx: LowerContext, op: Op, out: Tensor, a: Tensor, b: Tensor, bi
     if a_offset is not None and a_offset != 0:
         src_offset = len(tail)
         tail.append(a_offset)
-    spec = KernelSpec.make(ctx.template("gemm_onednn.cpp.j2"), rank=rank, has_bias=bias is not None,
-                           prepack=prepack, nkey=len(dims), src_offset=src_offset, **types, **ep)
     ptrs = [out, a, b] + ([bias] if bias is not None else []) + list(extras)
+    qp = quant_params(quant, ptrs)
+    spec = KernelSpec.make(ctx.template("gemm_onednn.cpp.j2"), rank=rank, has_bias=bias is not None,
+                           prepack=prepack, nkey=len(dims), src_offset=src_offset, **types, **ep, **qp)
     return KernelCall(spec, ptrs, tail, op.name or op.kind.value)
+
+
+def quant_params(quant: Optional[tuple], ptrs: list) -> dict:
+    """The int8 kernels' params (`quant`: 1 s8 / 2 u8 activations; `scales_ptr`), their two scale
+    operands appended to `ptrs`; none for a float kernel (its rendered source stays as it was)."""
+    if quant is None:
+        return {}
+    act, x_scale, w_scale = quant
+    at = len(ptrs)
+    ptrs += [x_scale, w_scale]
+    return dict(quant=2 if act is DType.uint8 else 1, scales_ptr=at)
 
 
 # Matmuls of these dtypes run our own loop (gemm_loop.cpp.j2): oneDNN 3.2's CPU matmul has no
@@ -170,9 +183,13 @@ def _matrix(rows: Dim, cols: Dim, transposed: bool) -> Md:
 def lower_gemm(op: Op, ctx: LowerContext) -> list[KernelCall]:
     own, extras = epilogue.own_operands(op)
     a, b = own[:2]
+    quant = None
+    if op.kind is OpKind.QGEMM:   # [a, w int8, x_scale, w_scale, bias?]: the same matmul, int8
+        quant = (op.attrs.act, own[2], own[3])
+        own = own[:2] + own[4:]
     bias = own[2] if len(own) == 3 else None
     out = op.outputs[0]
-    ta, tb = op.attrs.trans_a, op.attrs.trans_b
+    ta, tb = getattr(op.attrs, "trans_a", False), op.attrs.trans_b
     m, n = prod(out.shape[:-1]), out.shape[-1]  # a's leading dims fold into M
     view = (op.attrs.operand_views or (None,))[0]
     if view is not None:  # a strided window of `a` (fuse_memory_ops): its rows and columns as they lie
@@ -186,15 +203,19 @@ def lower_gemm(op: Op, ctx: LowerContext) -> list[KernelCall]:
     if out_strides is not None:  # a strided slice of a concat (the memory plan): rows at their stride
         rows = matrix_view(StridedView(tuple(out.shape), tuple(out_strides)))
         if rows is None:  # batches of rows (memory/concat.py allows it for a plain A)
-            return [_batched_rows(ctx, op, out, a, b, bias, extras, tuple(out_strides))]
+            return [_batched_rows(ctx, op, out, a, b, bias, extras, tuple(out_strides), quant)]
         c_md = ([m, n], [rows[1], IntImm(1)])
     return [matmul_call(ctx, op, out, a, b, bias, a_md, _matrix(k, n, tb), c_md, extras,
                         epilogue.folded_md(out.shape), a_offset=view.offset if view is not None else None,
-                        out_strides=out_strides)]
+                        out_strides=out_strides, quant=quant)]
+
+
+# int8 GEMMs (passes/quantize_int8.py) lower as GEMMs: one oneDNN int8 matmul (gemm_onednn.cpp.j2).
+lowering("cpu", OpKind.QGEMM, epilogue=True, features=("operand_views", "strided_output"))(lower_gemm)
 
 
 def _batched_rows(ctx: LowerContext, op: Op, out: Tensor, a: Tensor, b: Tensor, bias: Optional[Tensor],
-                  extras: Sequence[Tensor], out_strides: tuple) -> KernelCall:
+                  extras: Sequence[Tensor], out_strides: tuple, quant: Optional[tuple] = None) -> KernelCall:
     """A GEMM whose result is written as batches of rows (ViT's patches into its tokens with a
     batch > 1: [B, 4, 4, H] at [17 H, 4 H, H, 1]): a batched matmul over the runs of leading dims
     that fold (row_groups), A (row-major, no view) described in the same runs, b broadcast."""
@@ -210,7 +231,7 @@ def _batched_rows(ctx: LowerContext, op: Op, out: Tensor, a: Tensor, b: Tensor, 
     c_md: Md = (sizes + [shape[-1]], [run_stride(g, out_strides) for g in groups] + [IntImm(1)])
     b_md = _batched(b.shape, len(c_md[0]), op.attrs.trans_b)
     return matmul_call(ctx, op, out, a, b, bias, a_md, b_md, c_md, extras, epilogue.grouped_md(shape, groups),
-                       out_strides=out_strides)
+                       out_strides=out_strides, quant=quant)
 
 
 def _batched(shape: Sequence[Dim], rank: int, transposed: bool) -> Md:

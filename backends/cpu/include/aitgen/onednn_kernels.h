@@ -52,6 +52,11 @@ struct MatmulConfig {
   // bf16 operands, a float32 result: oneDNN stores its float32 accumulator (plus bias and post-ops)
   // unrounded, where the graph keeps the value in float32 (a residual stream under the mixed policy).
   bool f32_dst = false;
+  // int8 (QGEMM, aitgen/ops/qlinear.py): 0 float; 1 s8, 2 u8 activations. The float32 `a` is
+  // quantised into scratch by p[scales_ptr][0] (round-half-even, saturated), b is int8 per-channel
+  // with scales p[scales_ptr + 1][N], and oneDNN dequantises through its scale attributes.
+  int quant = 0;
+  int scales_ptr = -1;
 };
 
 // Convolution or transposed convolution (deconvolution), NHWC. p = {out, x, weight[, bias]}.
@@ -72,6 +77,8 @@ struct ConvConfig {
   Epilogue epilogue;
   const char* name = "";  // as MatmulConfig::name
   bool f32_dst = false;   // as MatmulConfig::f32_dst
+  int quant = 0;          // as MatmulConfig::quant (QCONV2D; scales per output channel)
+  int scales_ptr = -1;
 };
 
 // Per-kernel primitive cache and prepacked weights; created on a kernel's first call, never freed

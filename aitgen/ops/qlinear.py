@@ -1,0 +1,147 @@
+"""int8 GEMM and conv (issue 14): what passes/quantize_int8.py turns a float32 GEMM/conv with a
+constant weight into, and what the CPU backend runs as one oneDNN int8 primitive.
+
+Operands: [x (float32), w (int8), x_scale (float32 [1]), w_scale (float32 [N] or [O]), bias?
+(float32)] + the fused epilogue's extras. Semantics (the oracle below, and the kernel):
+
+    q   = clip(rint(x / x_scale), lo, hi)      in float32; rint is round-half-even; lo, hi of act
+    acc = q @ w (or conv(q, w))                 int32, exact
+    y   = epilogue(float32(acc) * (x_scale * w_scale[n]) + bias[n])
+
+`act` is int8 (symmetric, [-127, 127]: -128 is left out so that -x quantises to -q) or uint8
+(x >= 0 by calibration, [0, 255], zero point 0). No zero points: oneDNN's int8 kernels then run
+their plain (fast) form on every ISA. The float part differs from the kernel by rounding only
+(oneDNN may scale acc in another order), a few ulps of the output.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Optional
+
+import numpy as np
+
+from ..errors import DTypeError
+from ..ir.dims import shape_str
+from ..ir.dtype import DType
+from ..ir.op import OpKind
+from .conv import Conv2dAttrs, _infer_conv, conv2d_nhwc
+from .fused import MAX_EXTRA, Epilogue, with_epilogue_infer, with_epilogue_reference
+from .operand_views import StridedView, with_views_infer, with_views_reference
+from .registry import Category, check, register
+
+__all__ = ["QGemmAttrs", "QConv2dAttrs", "quantize_activation", "ACT_RANGES"]
+
+# The integer range each activation type is quantised into (int8 symmetric: -127..127).
+ACT_RANGES = {DType.int8: (-127, 127), DType.uint8: (0, 255)}
+
+
+@dataclasses.dataclass(frozen=True)
+class QGemmAttrs:
+    """C[M,N] = dequant(quant(A) @ W) (+ bias) -> epilogue. W is int8 [N, K] (trans_b) or [K, N]."""
+    trans_b: bool = True
+    act: DType = DType.int8
+    epilogue: Optional[Epilogue] = None
+    operand_views: Optional[tuple[Optional[StridedView], ...]] = None  # as GemmAttrs's (a only)
+
+
+@dataclasses.dataclass(frozen=True)
+class QConv2dAttrs:
+    """conv2d (NHWC x, OHWI int8 weight) with the same quantisation as QGemmAttrs."""
+    stride: tuple[int, int] = (1, 1)
+    padding: tuple[int, int, int, int] = (0, 0, 0, 0)
+    dilation: tuple[int, int] = (1, 1)
+    groups: int = 1
+    act: DType = DType.int8
+    epilogue: Optional[Epilogue] = None
+
+
+def quantize_activation(x: np.ndarray, scale: float, act: DType) -> np.ndarray:
+    """x quantised as the kernel does it: float32 division, round-half-even, saturation."""
+    lo, hi = ACT_RANGES[act]
+    q = np.rint(np.asarray(x, np.float32) / np.float32(scale))
+    return np.clip(q, lo, hi).astype(np.int32)
+
+
+def _check_quant(inputs, n, attrs) -> None:
+    x, w, xs, ws = inputs[:4]
+    if x.dtype is not DType.float32:
+        raise DTypeError(f"x must be float32, got {x.dtype}")
+    if w.dtype is not DType.int8:
+        raise DTypeError(f"the weight must be int8, got {w.dtype}")
+    if attrs.act not in ACT_RANGES:
+        raise DTypeError(f"act must be int8 or uint8, got {attrs.act}")
+    for what, t in (("x_scale", xs), ("w_scale", ws)) + ((("bias", inputs[4]),) if len(inputs) == 5 else ()):
+        if t.dtype is not DType.float32:
+            raise DTypeError(f"{what} must be float32, got {t.dtype}")
+    check(xs.ndim == 1 and xs.shape[0] == 1, f"x_scale must have shape [1], got {shape_str(xs.shape)}")
+    check(ws.ndim == 1 and ws.shape[0] == n, f"w_scale must have shape [{n}], got {shape_str(ws.shape)}")
+    if len(inputs) == 5:
+        check(inputs[4].ndim == 1 and inputs[4].shape[0] == n, f"bias must have shape [{n}], got "
+                                                               f"{shape_str(inputs[4].shape)}")
+
+
+def _dequant(acc: np.ndarray, args, channel_axis_last: bool = True) -> np.ndarray:
+    """float32(acc) * (x_scale * w_scale) + bias, the order oneDNN computes it in."""
+    scale = (args[2].astype(np.float32)[0] * args[3].astype(np.float32)).astype(np.float32)
+    out = acc.astype(np.float32) * scale
+    if len(args) == 5:
+        out = out + args[4]
+    return out.astype(np.float32)
+
+
+# -- qgemm ----------------------------------------------------------------------------------
+
+def _infer_qgemm(inputs, attrs: QGemmAttrs):
+    a, w = inputs[:2]
+    check(a.ndim >= 2, f"a must have rank >= 2 [..., M, K], got {shape_str(a.shape)}")
+    check(w.ndim == 2, f"the weight must be 2-D, got {shape_str(w.shape)}")
+    n, k = w.shape if attrs.trans_b else w.shape[::-1]
+    check(a.shape[-1] == k, f"reduction dims differ: a has K={a.shape[-1]}, the weight has K={k}")
+    check(len(inputs) in (4, 5), f"takes 4 or 5 own operands, got {len(inputs)}")
+    _check_quant(inputs, n, attrs)
+    return [(tuple(a.shape[:-1]) + (n,), DType.float32)]
+
+
+def _ref_qgemm(args, attrs: QGemmAttrs, ctx):
+    a, w = args[0], args[1].astype(np.int32)
+    q = quantize_activation(a, float(args[2][0]), attrs.act)
+    if not attrs.trans_b:
+        w = w.T
+    rows = int(np.prod(q.shape[:-1]))
+    # int64 products: numpy's integer matmul is exact (no BLAS), as int32 accumulation is for K < 2^17
+    acc = (q.reshape(rows, q.shape[-1]).astype(np.int64) @ w.T.astype(np.int64))
+    acc = acc.reshape(q.shape[:-1] + (w.shape[0],))
+    return [_dequant(acc, args)]
+
+
+register(OpKind.QGEMM, Category.GEMM, QGemmAttrs, with_views_infer(with_epilogue_infer(_infer_qgemm)),
+         with_views_reference(with_epilogue_reference(_ref_qgemm)), num_inputs=(4, 5 + MAX_EXTRA),
+         float_only=True)
+
+
+# -- qconv2d --------------------------------------------------------------------------------
+
+def _conv_attrs(attrs: QConv2dAttrs) -> Conv2dAttrs:
+    return Conv2dAttrs(attrs.stride, attrs.padding, attrs.dilation, attrs.groups)
+
+
+def _infer_qconv(inputs, attrs: QConv2dAttrs):
+    x, w = inputs[:2]
+    check(len(inputs) in (4, 5), f"takes 4 or 5 own operands, got {len(inputs)}")
+    _check_quant(inputs, w.shape[0], attrs)
+    # conv2d's shape rules, on stand-ins of one dtype (its own check wants x and w alike)
+    from ..ir.tensor import Tensor
+    stand = [x, Tensor(w.shape, DType.float32)] + ([inputs[4]] if len(inputs) == 5 else [])
+    return _infer_conv(stand, _conv_attrs(attrs))
+
+
+def _ref_qconv(args, attrs: QConv2dAttrs, ctx):
+    q = quantize_activation(args[0], float(args[2][0]), attrs.act)
+    # float64 im2col + BLAS is exact for these integers: |sum| < 2^53
+    acc = conv2d_nhwc(q.astype(np.float64), args[1].astype(np.float64), attrs.stride, attrs.padding,
+                      attrs.dilation, attrs.groups)
+    return [_dequant(np.rint(acc).astype(np.int64), args)]
+
+
+register(OpKind.QCONV2D, Category.CONV, QConv2dAttrs, with_epilogue_infer(_infer_qconv),
+         with_epilogue_reference(_ref_qconv), num_inputs=(4, 5 + MAX_EXTRA), float_only=True)

@@ -1,0 +1,104 @@
+"""quantize_int8: float32 GEMMs and convs with constant weights become int8 ones (precision="int8").
+
+A no-op unless opts.precision is "int8". The activations each eligible op reads are calibrated on
+opts.calibration (aitgen/quant/calibrate.py, opts.calibration_method) by running the graph as it
+stands here through the oracle; then each op becomes a QGEMM / QCONV2D (ops/qlinear.py):
+- its weight per output channel symmetric int8, w_scale[n] = max|w[n]| / 127 (a new constant, so a
+  shared float32 weight stays whole for its other readers);
+- its activation per tensor, int8 symmetric or uint8 (a non-negative one), with the calibrated scale;
+- int32 accumulation, then dequantisation, bias and the op's fused epilogue in float32.
+
+What stays float32: every op that is not a GEMM/conv with a constant weight, so softmax, layer norms,
+residual adds (the epilogue after dequantisation, or their own ops) and attention (score and context
+BMMs read two activations; the fused attention op is not a GEMM). Transposed convs too.
+
+Placed after the vertical fusions and fuse_memory_ops, before group_ops: the int8 kernel is then one
+oneDNN primitive with the epilogue the float GEMM had gathered (a residual, a GELU) as post-ops, and
+calibration sees the very tensors the kernels read. Not in convert_precision's place: fusions there
+would have to learn the int8 kinds, for nothing (they only move float epilogues). The oracle of the
+graph after this pass has the kernels' integer semantics (tests/quant).
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+
+from ..ir.dtype import DType
+from ..ir.graph import Graph
+from ..ir.op import Op, OpKind
+from ..ir.tensor import Tensor
+from ..ops.qlinear import QConv2dAttrs, QGemmAttrs
+from ..ops.registry import make_op1
+from ..options import CompileOptions
+from ..quant.calibrate import check_feeds, observe
+from ._util import new_constant
+
+
+def quantize_int8(graph: Graph, opts: CompileOptions) -> Graph:
+    if opts.precision != "int8":
+        return graph
+    ops = [op for op in graph.ops if _eligible(op)]
+    if not ops:
+        return graph
+    feeds = check_feeds(opts.calibration, graph.inputs)
+    acts = list({id(op.inputs[0]): op.inputs[0] for op in ops}.values())
+    scales = observe(graph, acts, feeds, opts.calibration_method)
+    per_op = [(op, scales[id(op.inputs[0])]) for op in ops]  # before replacing: a result read by a later op changes
+    for op, s in per_op:
+        new = _quantized(op, s.scale, s.act)
+        new.name = op.outputs[0].name
+        graph.replace_all_uses(op.outputs[0], new)
+    graph.sort()
+    return graph
+
+
+def _eligible(op: Op) -> bool:
+    f32 = DType.float32
+    if op.kind is OpKind.GEMM:
+        a, b = op.inputs[:2]
+        views = op.attrs.operand_views
+        return (not op.attrs.trans_a and b.is_constant and b.ndim == 2 and not a.is_constant
+                and a.dtype is f32 and op.outputs[0].dtype is f32 and (views is None or views[1] is None))
+    if op.kind is OpKind.CONV2D:
+        x, w = op.inputs[:2]
+        return w.is_constant and not x.is_constant and x.dtype is f32 and op.outputs[0].dtype is f32
+    return False
+
+
+def quantize_weight(w: np.ndarray, axis: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per-channel (along `axis`) symmetric int8: (q, scale), scale = max|w| / 127 (1 for a zero channel)."""
+    w = np.asarray(w, np.float32)
+    red = tuple(i for i in range(w.ndim) if i != axis)
+    amax = np.abs(w).max(axis=red) if w.size else np.zeros(w.shape[axis], np.float32)
+    scale = np.where(amax > 0, amax / np.float32(127.0), np.float32(1.0)).astype(np.float32)
+    shape = [1] * w.ndim
+    shape[axis] = -1
+    q = np.clip(np.rint(w / scale.reshape(shape)), -127, 127).astype(np.int8)
+    return q, scale
+
+
+def _quantized(op: Op, x_scale: float, act: DType) -> Tensor:
+    own_n = len(op.inputs) - (op.attrs.epilogue.num_extra if op.attrs.epilogue is not None else 0)
+    x, w = op.inputs[:2]
+    bias: Optional[Tensor] = op.inputs[2] if own_n == 3 else None
+    extras = op.inputs[own_n:]
+    base = w.name or op.name or "w"
+    if op.kind is OpKind.GEMM:
+        axis = 0 if op.attrs.trans_b else 1
+        q, ws = quantize_weight(w.value, axis)
+        views = op.attrs.operand_views
+        if views is not None:   # a's view stays first; the new scale operands are read whole
+            views = (views[0], None, None, None) + ((None,) if bias is not None else ()) + tuple(views[own_n:])
+        attrs = QGemmAttrs(op.attrs.trans_b, act, op.attrs.epilogue, views)
+        kind = OpKind.QGEMM
+    else:
+        q, ws = quantize_weight(w.value, 0)
+        a = op.attrs
+        attrs = QConv2dAttrs(a.stride, a.padding, a.dilation, a.groups, act, a.epilogue)
+        kind = OpKind.QCONV2D
+    wq = new_constant(q, DType.int8, name=f"{base}_int8")
+    xs = new_constant(np.array([x_scale], np.float32), DType.float32, name=f"{base}_x_scale")
+    wsc = new_constant(ws, DType.float32, name=f"{base}_w_scale")
+    inputs = [x, wq, xs, wsc] + ([bias] if bias is not None else []) + list(extras)
+    return make_op1(kind, inputs, attrs, op.name)
