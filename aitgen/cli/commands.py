@@ -68,6 +68,10 @@ def inspect_build(workdir: str) -> int:
     if prec.get("requested"):  # which ops store which types: what precision= narrowed, and what it kept
         rows = "; ".join(f"{kind} {k} x{n}" for kind, row in prec["by_kind"].items() for k, n in row.items())
         print(f"precision {prec['requested']} ({prec['policy']} policy, {prec['accumulate']} accumulation): {rows}")
+        if prec.get("int8"):  # precision="int8": which ops run int8 and which stay float
+            def counts(d):
+                return ", ".join(f"{n} {k}" for k, n in d.items()) or "none"
+            print(f"int8: {counts(prec['int8'])}; float: {counts(prec.get('float', {}))}")
     html = os.path.join(workdir, "graph.html")
     counts = viz.write_graph_html(desc, html, report)
     print(f"wrote {html}: {counts['kernel_boxes']} kernel boxes, {counts['fused_groups']} fused groups, "

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from ..ir.graph import Graph
+from ..ir.op import OpKind
 from ..memory import MemoryPlan, align, is_view
 from .build import atomic_write
 
@@ -46,18 +47,36 @@ def precision_summary(graph: Graph, requested: Optional[str], policy: Optional[s
     """report.json's precision: per op kind (views left out: they move no data), how many ops read
     which float dtypes and write which, as "bf16+f32 -> f32". Every float kernel computes in
     float32 (float64 for float64) whatever it stores: norms, softmax and reductions accumulate in
-    float32, GEMM/conv/attention too, so the storage types are what the rounding depends on."""
+    float32, GEMM/conv/attention too, so the storage types are what the rounding depends on. The
+    int8 ops (precision="int8") read as "u8xi8 -> f32": the activation type they quantise to, int8
+    weights, int32 accumulation; `int8` counts them per kind and `float` the ops left in float."""
     by_kind: dict[str, dict[str, int]] = {}
+    int8: dict[str, int] = {}
+    floats: dict[str, int] = {}
     for op in graph.ops:
         if is_view(op):
             continue
-        reads = sorted({t.dtype.short for t in op.inputs if t.dtype.is_float})
-        writes = sorted({t.dtype.short for t in op.outputs})
-        key = f"{'+'.join(reads) or '-'} -> {'+'.join(writes)}"
+        act = getattr(op.attrs, "act", None) if op.kind in _INT8_KINDS else None
+        if act is not None:
+            key = f"{act.short}x{op.inputs[1].dtype.short} -> {op.outputs[0].dtype.short}"
+            int8[op.kind.value] = int8.get(op.kind.value, 0) + 1
+        else:
+            reads = sorted({t.dtype.short for t in op.inputs if t.dtype.is_float})
+            writes = sorted({t.dtype.short for t in op.outputs})
+            key = f"{'+'.join(reads) or '-'} -> {'+'.join(writes)}"
+            if any(t.dtype.is_float for t in op.outputs):
+                floats[op.kind.value] = floats.get(op.kind.value, 0) + 1
         row = by_kind.setdefault(op.kind.value, {})
         row[key] = row.get(key, 0) + 1
-    return {"requested": requested, "policy": policy, "accumulate": "float32",
-            "by_kind": dict(sorted(by_kind.items()))}
+    out = {"requested": requested, "policy": policy, "accumulate": "float32",
+           "by_kind": dict(sorted(by_kind.items()))}
+    if int8:
+        out.update(accumulate="int32 (int8 ops), float32 (the rest)", int8=dict(sorted(int8.items())),
+                   float=dict(sorted(floats.items())))
+    return out
+
+
+_INT8_KINDS = (OpKind.QGEMM, OpKind.QCONV2D)
 
 
 # -- graph.json: what `aitgen inspect DIR` draws -------------------------------------------------

@@ -1,0 +1,122 @@
+"""int8 builds (precision="int8") of small models on the CPU against the oracle of the quantised graph
+(integer semantics, ops/qlinear.py) and against the float32 model.
+
+Tolerances. Against the quantised graph's oracle: int32 accumulation is exact, so only the float
+dequantisation and epilogue differ (rtol 1e-5, atol 1e-5 x the output's magnitude). One thing more
+in a deep model: an activation that a float kernel (layer norm, softmax, a fused epilogue) computes
+a few ulps away from numpy may land on the other side of a rounding boundary (x / scale at k + 0.5)
+and be quantised one step away; that element's contribution then differs by x_scale * |w|. So the
+whole-model checks allow 0.5 % of elements outside the tight bound, each within 5 % of the output's
+magnitude. Against float32: the int8 error, loose (checked per model below)."""
+import json
+
+import numpy as np
+import pytest
+
+import aitgen as ag
+from aitgen import models, nn, ops
+from aitgen.compiler import compile_options
+from aitgen.errors import RuntimeInputError
+from aitgen.passes import optimize
+
+
+def feeds_for(inputs, rng):
+    feeds = {}
+    for name, t in inputs.items():
+        shape = tuple(d.value if d.is_static else d.upper for d in t.shape)
+        if t.dtype.is_float:
+            feeds[name] = rng.standard_normal(shape).astype(t.dtype.np)
+        elif name == "attention_mask":
+            feeds[name] = np.ones(shape, t.dtype.np)
+        elif name == "token_type_ids":
+            feeds[name] = rng.integers(0, 2, shape).astype(t.dtype.np)
+        else:
+            feeds[name] = rng.integers(0, 100, shape).astype(t.dtype.np)
+    return feeds
+
+
+def close_to_oracle(got, want, flips=0.005):
+    scale = max(float(np.abs(want).max()), 1.0)
+    bad = np.abs(got - want) > 1e-5 * scale + 1e-5 * np.abs(want)
+    assert bad.mean() <= flips, f"{bad.sum()} of {bad.size} elements off the oracle"
+    np.testing.assert_allclose(got, want, atol=5e-2 * scale, rtol=0)
+
+
+def rel_err(got, want):
+    return float(np.abs(got - want).max() / max(np.abs(want).max(), 1e-6))
+
+
+def build(tmp_path, outputs, feeds, method="minmax"):
+    m = ag.compile_model(outputs, target="cpu", workdir=tmp_path, precision="int8", calibration=feeds,
+                         calibration_method=method)
+    g = optimize(outputs, compile_options("cpu", precision="int8", calibration=tuple(feeds),
+                                          calibration_method=method))
+    report = json.loads((tmp_path / "report.json").read_text())
+    return m, g, report
+
+
+def int8_primitives(report):
+    return [p for p in report["onednn_primitives"] if p["primitive"].endswith("_int8")]
+
+
+def test_mlp_int8_equals_its_oracle_and_stays_usable(tmp_path):
+    nn.manual_seed(0)
+    x = ag.Tensor([ag.IntVar("batch", 1, 8), 32], dtype="float32", name="x")
+    y = nn.Linear(64, 16)(ops.gelu(nn.Linear(32, 64)(x), approximate="tanh"))
+    rng = np.random.default_rng(0)
+    feeds = [{"x": rng.standard_normal((8, 32)).astype(np.float32)} for _ in range(4)]
+    m, g, report = build(tmp_path, {"y": y}, feeds)
+    assert sorted(op.kind.value for op in g.ops) == ["qgemm", "qgemm"]
+    prims = int8_primitives(report)
+    assert len(prims) == 2 and not any(p["impl"].startswith("ref") for p in prims), prims
+    assert report["precision"]["requested"] == "int8" and report["precision"]["int8"] == {"qgemm": 2}
+    test = {"x": rng.standard_normal((5, 32)).astype(np.float32)}   # another batch than calibrated
+    out = m.run(test)["y"]
+    close_to_oracle(out, ag.reference.run(g, test)["y"], flips=0)
+    assert rel_err(out, ag.reference.run({"y": y}, test)["y"]) < 0.05
+    with pytest.raises(RuntimeInputError):
+        m.run({"x": np.zeros((5, 31), np.float32)})
+    np.testing.assert_array_equal(m.run(test)["y"], out)   # a wrong run leaves the model as it was
+    m.close()
+
+
+@pytest.mark.parametrize("method", ["minmax", "percentile", "entropy"])
+def test_small_bert_int8(tmp_path, method):
+    inputs, outputs = models.get("bert_base", layers=1, hidden=64, heads=2, intermediate=128, vocab=100, seq=16)
+    rng = np.random.default_rng(1)
+    feeds = [feeds_for(inputs, rng) for _ in range(3)]
+    m, g, report = build(tmp_path, outputs, feeds, method)
+    kinds = [op.kind.value for op in g.ops]
+    # Q/K/V (packed), output projection, two FFN GEMMs, the pooler: int8; attention, layer norms,
+    # softmax and the embedding sums stay float32
+    assert kinds.count("qgemm") >= 4 and "gemm" not in kinds
+    assert "attention" in kinds or "bmm" in kinds
+    assert not any(p["impl"].startswith("ref") for p in int8_primitives(report))
+    test = feeds_for(inputs, rng)
+    got = m.run(test)
+    want_q = ag.reference.run(g, test)
+    want_f = ag.reference.run(outputs, test)
+    for k in got:
+        close_to_oracle(got[k], want_q[k])
+        assert rel_err(got[k], want_f[k]) < 0.1, k
+    m.close()
+
+
+def test_small_resnet_int8(tmp_path):
+    inputs, outputs = models.get("resnet50", batch=1, layers=(1, 1, 1, 1), width=8, image_size=32, num_classes=10)
+    rng = np.random.default_rng(2)
+    feeds = [feeds_for(inputs, rng) for _ in range(2)]
+    m, g, report = build(tmp_path, outputs, feeds)
+    kinds = [op.kind.value for op in g.ops]
+    assert kinds.count("qconv2d") >= 10 and "conv2d" not in kinds
+    prims = int8_primitives(report)
+    assert any(p["primitive"] == "convolution_int8" for p in prims)
+    assert not any(p["impl"].startswith("ref") for p in prims), prims
+    test = feeds_for(inputs, rng)
+    got = m.run(test)
+    want_q = ag.reference.run(g, test)
+    want_f = ag.reference.run(outputs, test)
+    for k in got:
+        close_to_oracle(got[k], want_q[k])
+        assert rel_err(got[k], want_f[k]) < 0.15, k
+    m.close()
