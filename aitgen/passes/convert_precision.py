@@ -51,7 +51,8 @@ def convert_precision(graph: Graph, opts: CompileOptions) -> Graph:
         return graph
     target = as_dtype(opts.precision)
     if target not in _TARGETS:
-        raise DTypeError(f"precision {opts.precision!r}: expected one of {[t.value for t in _TARGETS]}")
+        raise DTypeError(f"precision {opts.precision!r}: expected one of {[t.value for t in _TARGETS]} "
+                         "(or 'int8': passes/quantize_int8.py)")
     if _policy(opts, target) == "mixed":  # the CPU bfloat16 default: torch.autocast's policy
         return _mixed(graph, target)
     f32 = DType.float32
