@@ -34,6 +34,10 @@ class Capabilities:
     # default (backend.yaml mixed_precision): the kernels there gain from narrow matmul operands
     # and lose little to float32 element-wise traffic.
     mixed_precision: frozenset[str] = frozenset()
+    # Whether int8 weights must leave headroom (passes/quantize_int8.py): CPUs without VNNI sum
+    # u8 x s8 pairs in int16 (vpmaddubsw), which saturates, and oneDNN halves s8-activation
+    # weights there; on those the weights get 7 bits (6 for s8 activations) and stay exact.
+    int8_reduced_weights: bool = False
 
 
 def caps_of(opts: "CompileOptions") -> Capabilities:

@@ -81,7 +81,13 @@ def capabilities(target: str) -> Capabilities:
                         operand_views=having("operand_views"), strided_output=having("strided_output"),
                         epilogue_widen=having("epilogue_widen"),
                         grouped=_GROUPED.get(target, frozenset()),
-                        alignment=_alignment(target), mixed_precision=_mixed_precision(target))
+                        alignment=_alignment(target), mixed_precision=_mixed_precision(target),
+                        int8_reduced_weights=_INT8_REDUCED.get(target, lambda: False)())
+
+
+# backend -> whether its int8 kernels need reduced-range weights here (Capabilities.int8_reduced_weights);
+# a backend's kernels register the rule (kernels/cpu/gemm.py: no VNNI).
+_INT8_REDUCED: dict = {}
 
 
 def _mixed_precision(target: str) -> frozenset:

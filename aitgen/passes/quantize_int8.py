@@ -4,7 +4,8 @@ A no-op unless opts.precision is "int8". The activations each eligible op reads 
 opts.calibration (aitgen/quant/calibrate.py, opts.calibration_method) by running the graph as it
 stands here through the oracle; then each op becomes a QGEMM / QCONV2D (ops/qlinear.py):
 - its weight per output channel symmetric int8, w_scale[n] = max|w[n]| / 127 (a new constant, so a
-  shared float32 weight stays whole for its other readers);
+  shared float32 weight stays whole for its other readers); fewer bits on CPUs without VNNI
+  (weight_grid), where oneDNN's int8 kernels would otherwise saturate or round;
 - its activation per tensor, int8 symmetric or uint8 (a non-negative one), with the calibrated scale;
 - int32 accumulation, then dequantisation, bias and the op's fused epilogue in float32.
 
@@ -44,9 +45,10 @@ def quantize_int8(graph: Graph, opts: CompileOptions) -> Graph:
     feeds = check_feeds(opts.calibration, graph.inputs)
     acts = list({id(op.inputs[0]): op.inputs[0] for op in ops}.values())
     scales = observe(graph, acts, feeds, opts.calibration_method)
+    reduced = opts.caps is not None and opts.caps.int8_reduced_weights
     per_op = [(op, scales[id(op.inputs[0])]) for op in ops]  # before replacing: a result read by a later op changes
     for op, s in per_op:
-        new = _quantized(op, s.scale, s.act)
+        new = _quantized(op, s.scale, s.act, weight_grid(s.act, reduced))
         new.name = op.outputs[0].name
         graph.replace_all_uses(op.outputs[0], new)
     graph.sort()
@@ -66,19 +68,30 @@ def _eligible(op: Op) -> bool:
     return False
 
 
-def quantize_weight(w: np.ndarray, axis: int) -> tuple[np.ndarray, np.ndarray]:
-    """Per-channel (along `axis`) symmetric int8: (q, scale), scale = max|w| / 127 (1 for a zero channel)."""
+def weight_grid(act: DType, reduced: bool) -> tuple[int, int]:
+    """(largest |q|, step) of the int8 weights: [-127, 127] with VNNI. Without (Capabilities.
+    int8_reduced_weights): [-63, 63] for uint8 activations, so that 2 x 255 x 63 fits vpmaddubsw's
+    int16 pair sums; even values in [-62, 62] for int8 ones, which oneDNN shifts to u8 (+128) and
+    whose weights it halves there (exactly, when they are even). ORT's reduce_range, for the same reason."""
+    if not reduced:
+        return 127, 1
+    return (63, 1) if act is DType.uint8 else (62, 2)
+
+
+def quantize_weight(w: np.ndarray, axis: int, qmax: int = 127, step: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    """Per-channel (along `axis`) symmetric int8 on the grid step * k, |q| <= qmax: (q, scale),
+    scale = max|w| / qmax (1 for a zero channel)."""
     w = np.asarray(w, np.float32)
     red = tuple(i for i in range(w.ndim) if i != axis)
     amax = np.abs(w).max(axis=red) if w.size else np.zeros(w.shape[axis], np.float32)
-    scale = np.where(amax > 0, amax / np.float32(127.0), np.float32(1.0)).astype(np.float32)
+    scale = np.where(amax > 0, amax / np.float32(qmax), np.float32(1.0)).astype(np.float32)
     shape = [1] * w.ndim
     shape[axis] = -1
-    q = np.clip(np.rint(w / scale.reshape(shape)), -127, 127).astype(np.int8)
-    return q, scale
+    q = step * np.rint(w / (scale.reshape(shape) * np.float32(step)))
+    return np.clip(q, -qmax, qmax).astype(np.int8), scale
 
 
-def _quantized(op: Op, x_scale: float, act: DType) -> Tensor:
+def _quantized(op: Op, x_scale: float, act: DType, grid: tuple[int, int]) -> Tensor:
     own_n = len(op.inputs) - (op.attrs.epilogue.num_extra if op.attrs.epilogue is not None else 0)
     x, w = op.inputs[:2]
     bias: Optional[Tensor] = op.inputs[2] if own_n == 3 else None
@@ -86,14 +99,14 @@ def _quantized(op: Op, x_scale: float, act: DType) -> Tensor:
     base = w.name or op.name or "w"
     if op.kind is OpKind.GEMM:
         axis = 0 if op.attrs.trans_b else 1
-        q, ws = quantize_weight(w.value, axis)
+        q, ws = quantize_weight(w.value, axis, *grid)
         views = op.attrs.operand_views
         if views is not None:   # a's view stays first; the new scale operands are read whole
             views = (views[0], None, None, None) + ((None,) if bias is not None else ()) + tuple(views[own_n:])
         attrs = QGemmAttrs(op.attrs.trans_b, act, op.attrs.epilogue, views)
         kind = OpKind.QGEMM
     else:
-        q, ws = quantize_weight(w.value, 0)
+        q, ws = quantize_weight(w.value, 0, *grid)
         a = op.attrs
         attrs = QConv2dAttrs(a.stride, a.padding, a.dilation, a.groups, act, a.epilogue)
         kind = OpKind.QCONV2D

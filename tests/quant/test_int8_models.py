@@ -9,6 +9,10 @@ and be quantised one step away; that element's contribution then differs by x_sc
 whole-model checks allow 0.5 % of elements outside the tight bound, each within 5 % of the output's
 magnitude. Against float32: the int8 error, loose (checked per model below)."""
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -120,3 +124,19 @@ def test_small_resnet_int8(tmp_path):
         close_to_oracle(got[k], want_q[k])
         assert rel_err(got[k], want_f[k]) < 0.15, k
     m.close()
+
+
+@pytest.mark.parametrize("isa", ["AVX2", "AVX512_CORE"])
+def test_int8_without_vnni_stays_exact(tmp_path, isa):
+    """oneDNN capped below VNNI (what an AVX2-only or an older AVX-512 CPU runs): its int8 kernels sum
+    u8 x s8 pairs in int16 and halve s8 x s8 weights there, so the pass gives the weights headroom
+    (quantize_int8.weight_grid) and the build still equals its oracle exactly. On a CPU that has
+    VNNI, this is also the check that the cap reaches the pass."""
+    env = dict(os.environ, ONEDNN_MAX_CPU_ISA=isa)
+    res = subprocess.run([sys.executable, str(Path(__file__).with_name("int8_isa_case.py")), str(tmp_path)],
+                         env=env, capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stderr[-3000:]
+    out = json.loads(res.stdout.strip().splitlines()[-1])
+    assert out["err"] <= 1e-5 * max(out["scale"], 1.0), out
+    assert max(out["wmax"]) <= 63, out
+    assert len(out["prims"]) == 3 and all(p.endswith("_int8") and not i.startswith("ref") for p, i in out["prims"]), out

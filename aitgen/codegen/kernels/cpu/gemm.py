@@ -9,6 +9,7 @@ one kernel serves every shape of a spec (twelve BERT layers, any batch).
 from __future__ import annotations
 
 import functools
+import os
 from pathlib import Path
 from typing import Optional, Sequence
 
@@ -19,7 +20,7 @@ from ....ir.op import Op, OpKind
 from ....ir.tensor import Tensor
 from ....ops.operand_views import StridedView, matrix_view, row_groups
 from ...cexpr import COMPUTE, STORAGE, load, store
-from ...lower import LowerContext, lowering
+from ...lower import _INT8_REDUCED, LowerContext, lowering
 from ...spec import CONSTANTS_VERSION, KernelCall, KernelSpec
 from . import epilogue
 
@@ -42,6 +43,22 @@ def native_bf16() -> bool:
     where it emulates bf16 math in its jit kernels). Elsewhere (AVX2) it would run its reference
     kernels, so bf16 operands go through float32 scratch instead (the issue's "via fp32 elsewhere")."""
     return {"avx512f", "avx512bw", "avx512vl", "avx512dq"} <= cpu_flags()
+
+
+def int8_vnni() -> bool:
+    """Whether oneDNN's int8 kernels here sum u8 x s8 products exactly in int32 (VNNI's vpdpbusd:
+    avx512_vnni, avx_vnni, AMX). Without VNNI they sum pairs in int16 (vpmaddubsw), which
+    saturates, and halve the weights of s8 x s8 products. ONEDNN_MAX_CPU_ISA (or DNNL_MAX_CPU_ISA),
+    read by oneDNN when the model loads, can cap it below VNNI; the build honours the same cap."""
+    cap = (os.environ.get("ONEDNN_MAX_CPU_ISA") or os.environ.get("DNNL_MAX_CPU_ISA") or "ALL").upper()
+    if cap in ("SSE41", "AVX", "AVX2", "AVX512_CORE"):
+        return False
+    if cap.startswith("AVX2_VNNI"):
+        return "avx_vnni" in cpu_flags()
+    return bool({"avx512_vnni", "avx_vnni", "amx_int8"} & cpu_flags())
+
+
+_INT8_REDUCED["cpu"] = lambda: not int8_vnni()
 
 
 def onednn_types(dtype: DType, what: str = "matmul") -> dict:
