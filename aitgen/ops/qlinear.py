@@ -80,7 +80,7 @@ def _check_quant(inputs, n, attrs) -> None:
                                                                f"{shape_str(inputs[4].shape)}")
 
 
-def _dequant(acc: np.ndarray, args, channel_axis_last: bool = True) -> np.ndarray:
+def _dequant(acc: np.ndarray, args) -> np.ndarray:
     """float32(acc) * (x_scale * w_scale) + bias, the order oneDNN computes it in."""
     scale = (args[2].astype(np.float32)[0] * args[3].astype(np.float32)).astype(np.float32)
     out = acc.astype(np.float32) * scale

@@ -148,3 +148,20 @@ def test_compile_model_checks_calibration_first(tmp_path):
     with pytest.raises(CalibrationError, match="calibration_method"):
         ag.compile_model({"y": y}, target="cpu", workdir=tmp_path, precision="int8", calibration=_feeds(),
                          calibration_method="kl")
+
+
+def test_weight_grids():
+    from aitgen.passes.quantize_int8 import quantize_weight, weight_grid
+    rng = np.random.default_rng(3)
+    w = rng.standard_normal((8, 5)).astype(np.float32)
+    w[3] = 0.0                                            # an all-zero channel: scale 1, zeros
+    for act, reduced in [(DType.int8, False), (DType.uint8, True), (DType.int8, True)]:
+        qmax, step = weight_grid(act, reduced)
+        q, s = quantize_weight(w, 0, qmax, step)
+        assert q.dtype == np.int8 and np.abs(q).max() == qmax - (qmax % step)
+        assert np.all(q % step == 0) and s[3] == 1.0 and not q[3].any()
+        # per channel: max|w[n]| maps to the grid's largest value, the rest rounds to the nearest step
+        np.testing.assert_allclose(s, np.where(np.abs(w).max(1) > 0, np.abs(w).max(1) / qmax, 1), rtol=1e-6)
+        assert np.abs(q * s[:, None] - w).max() <= step * s.max() / 2 * (1 + 1e-5)
+    assert weight_grid(DType.int8, False) == (127, 1)
+    assert weight_grid(DType.uint8, True) == (63, 1) and weight_grid(DType.int8, True) == (62, 2)
