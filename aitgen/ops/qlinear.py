@@ -10,7 +10,11 @@ Operands: [x (float32), w (int8), x_scale (float32 [1]), w_scale (float32 [N] or
 
 `act` is int8 (symmetric, [-127, 127]: -128 is left out so that -x quantises to -q) or uint8
 (x >= 0 by calibration, [0, 255], zero point 0). No zero points: oneDNN's int8 kernels then run
-their plain (fast) form on every ISA. The float part differs from the kernel by rounding only
+their plain (fast) form on every ISA.
+
+Requantisation (quantize_int8 fuses it where every reader is an int8 op that quantises the result
+the same way): with `out_act` set, the result y is stored quantised, clip(rint(y / out_scale)), the
+own operand after the bias, and an x already of type `act` is read as it is (no quantisation). The float part differs from the kernel by rounding only
 (oneDNN may scale acc in another order), a few ulps of the output.
 """
 from __future__ import annotations
@@ -29,7 +33,7 @@ from .fused import MAX_EXTRA, Epilogue, with_epilogue_infer, with_epilogue_refer
 from .operand_views import StridedView, with_views_infer, with_views_reference
 from .registry import Category, check, register
 
-__all__ = ["QGemmAttrs", "QConv2dAttrs", "quantize_activation", "ACT_RANGES"]
+__all__ = ["QGemmAttrs", "QConv2dAttrs", "quantize_activation", "own_parts", "ACT_RANGES"]
 
 # The integer range each activation type is quantised into (int8 symmetric: -127..127).
 ACT_RANGES = {DType.int8: (-127, 127), DType.uint8: (0, 255)}
@@ -42,6 +46,7 @@ class QGemmAttrs:
     act: DType = DType.int8
     epilogue: Optional[Epilogue] = None
     operand_views: Optional[tuple[Optional[StridedView], ...]] = None  # as GemmAttrs's (a only)
+    out_act: Optional[DType] = None   # the result requantised (int8 / uint8) by out_scale; no epilogue then
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,40 +58,61 @@ class QConv2dAttrs:
     groups: int = 1
     act: DType = DType.int8
     epilogue: Optional[Epilogue] = None
+    out_act: Optional[DType] = None   # as QGemmAttrs.out_act
 
 
 def quantize_activation(x: np.ndarray, scale: float, act: DType) -> np.ndarray:
-    """x quantised as the kernel does it: float32 division, round-half-even, saturation."""
+    """x quantised as the kernel does it: float32 division, round-half-even, saturation; an x that
+    is already integer (a requantised producer's) as it is."""
+    if np.asarray(x).dtype.kind in "iu":
+        return np.asarray(x).astype(np.int32)
     lo, hi = ACT_RANGES[act]
     q = np.rint(np.asarray(x, np.float32) / np.float32(scale))
     return np.clip(q, lo, hi).astype(np.int32)
 
 
+def own_parts(own, attrs):
+    """(x, w, x_scale, w_scale, bias or None, out_scale or None) of the op's own operands."""
+    n_out = attrs.out_act is not None
+    bias = own[4] if len(own) == 5 + n_out else None
+    return own[0], own[1], own[2], own[3], bias, (own[-1] if n_out else None)
+
+
 def _check_quant(inputs, n, attrs) -> None:
-    x, w, xs, ws = inputs[:4]
-    if x.dtype is not DType.float32:
-        raise DTypeError(f"x must be float32, got {x.dtype}")
+    n_out = attrs.out_act is not None
+    check(len(inputs) in (4 + n_out, 5 + n_out), f"takes {4 + n_out} or {5 + n_out} own operands, got {len(inputs)}")
+    x, w, xs, ws, bias, out_scale = own_parts(inputs, attrs)
+    if attrs.act not in ACT_RANGES or (n_out and attrs.out_act not in ACT_RANGES):
+        raise DTypeError(f"act and out_act must be int8 or uint8, got {attrs.act}, {attrs.out_act}")
+    if x.dtype not in (DType.float32, attrs.act):
+        raise DTypeError(f"x must be float32 or {attrs.act} (already quantised), got {x.dtype}")
     if w.dtype is not DType.int8:
         raise DTypeError(f"the weight must be int8, got {w.dtype}")
-    if attrs.act not in ACT_RANGES:
-        raise DTypeError(f"act must be int8 or uint8, got {attrs.act}")
-    for what, t in (("x_scale", xs), ("w_scale", ws)) + ((("bias", inputs[4]),) if len(inputs) == 5 else ()):
-        if t.dtype is not DType.float32:
+    if n_out and attrs.epilogue is not None:
+        raise DTypeError("a requantised result (out_act) takes no epilogue")
+    for what, t in (("x_scale", xs), ("w_scale", ws), ("bias", bias), ("out_scale", out_scale)):
+        if t is not None and t.dtype is not DType.float32:
             raise DTypeError(f"{what} must be float32, got {t.dtype}")
-    check(xs.ndim == 1 and xs.shape[0] == 1, f"x_scale must have shape [1], got {shape_str(xs.shape)}")
+    for what, t in (("x_scale", xs), ("out_scale", out_scale)):
+        if t is not None:
+            check(t.ndim == 1 and t.shape[0] == 1, f"{what} must have shape [1], got {shape_str(t.shape)}")
     check(ws.ndim == 1 and ws.shape[0] == n, f"w_scale must have shape [{n}], got {shape_str(ws.shape)}")
-    if len(inputs) == 5:
-        check(inputs[4].ndim == 1 and inputs[4].shape[0] == n, f"bias must have shape [{n}], got "
-                                                               f"{shape_str(inputs[4].shape)}")
+    if bias is not None:
+        check(bias.ndim == 1 and bias.shape[0] == n, f"bias must have shape [{n}], got {shape_str(bias.shape)}")
 
 
-def _dequant(acc: np.ndarray, args) -> np.ndarray:
-    """float32(acc) * (x_scale * w_scale) + bias, the order oneDNN computes it in."""
-    scale = (args[2].astype(np.float32)[0] * args[3].astype(np.float32)).astype(np.float32)
+def _dequant(acc: np.ndarray, args, attrs) -> np.ndarray:
+    """float32(acc) * (x_scale * w_scale) + bias, the order oneDNN computes it in; then, with
+    out_act, requantised by out_scale."""
+    _, _, xs, ws, bias, out_scale = own_parts(args, attrs)
+    scale = (xs.astype(np.float32)[0] * ws.astype(np.float32)).astype(np.float32)
     out = acc.astype(np.float32) * scale
-    if len(args) == 5:
-        out = out + args[4]
-    return out.astype(np.float32)
+    if bias is not None:
+        out = out + bias
+    out = out.astype(np.float32)
+    if out_scale is not None:
+        return quantize_activation(out, float(out_scale[0]), attrs.out_act)
+    return out
 
 
 # -- qgemm ----------------------------------------------------------------------------------
@@ -97,9 +123,8 @@ def _infer_qgemm(inputs, attrs: QGemmAttrs):
     check(w.ndim == 2, f"the weight must be 2-D, got {shape_str(w.shape)}")
     n, k = w.shape if attrs.trans_b else w.shape[::-1]
     check(a.shape[-1] == k, f"reduction dims differ: a has K={a.shape[-1]}, the weight has K={k}")
-    check(len(inputs) in (4, 5), f"takes 4 or 5 own operands, got {len(inputs)}")
     _check_quant(inputs, n, attrs)
-    return [(tuple(a.shape[:-1]) + (n,), DType.float32)]
+    return [(tuple(a.shape[:-1]) + (n,), attrs.out_act or DType.float32)]
 
 
 def _ref_qgemm(args, attrs: QGemmAttrs, ctx):
@@ -111,12 +136,11 @@ def _ref_qgemm(args, attrs: QGemmAttrs, ctx):
     # int64 products: numpy's integer matmul is exact (no BLAS), as int32 accumulation is for K < 2^17
     acc = (q.reshape(rows, q.shape[-1]).astype(np.int64) @ w.T.astype(np.int64))
     acc = acc.reshape(q.shape[:-1] + (w.shape[0],))
-    return [_dequant(acc, args)]
+    return [_dequant(acc, args, attrs)]
 
 
 register(OpKind.QGEMM, Category.GEMM, QGemmAttrs, with_views_infer(with_epilogue_infer(_infer_qgemm)),
-         with_views_reference(with_epilogue_reference(_ref_qgemm)), num_inputs=(4, 5 + MAX_EXTRA),
-         float_only=True)
+         with_views_reference(with_epilogue_reference(_ref_qgemm)), num_inputs=(4, 6 + MAX_EXTRA))
 
 
 # -- qconv2d --------------------------------------------------------------------------------
@@ -127,12 +151,13 @@ def _conv_attrs(attrs: QConv2dAttrs) -> Conv2dAttrs:
 
 def _infer_qconv(inputs, attrs: QConv2dAttrs):
     x, w = inputs[:2]
-    check(len(inputs) in (4, 5), f"takes 4 or 5 own operands, got {len(inputs)}")
     _check_quant(inputs, w.shape[0], attrs)
-    # conv2d's shape rules, on stand-ins of one dtype (its own check wants x and w alike)
+    # conv2d's shape rules, on float32 stand-ins (its own check wants x and w alike)
     from ..ir.tensor import Tensor
-    stand = [x, Tensor(w.shape, DType.float32)] + ([inputs[4]] if len(inputs) == 5 else [])
-    return _infer_conv(stand, _conv_attrs(attrs))
+    bias = own_parts(inputs, attrs)[4]
+    stand = [Tensor(x.shape, DType.float32), Tensor(w.shape, DType.float32)] + ([bias] if bias is not None else [])
+    ((shape, _),) = _infer_conv(stand, _conv_attrs(attrs))
+    return [(shape, attrs.out_act or DType.float32)]
 
 
 def _ref_qconv(args, attrs: QConv2dAttrs, ctx):
@@ -140,8 +165,8 @@ def _ref_qconv(args, attrs: QConv2dAttrs, ctx):
     # float64 im2col + BLAS is exact for these integers: |sum| < 2^53
     acc = conv2d_nhwc(q.astype(np.float64), args[1].astype(np.float64), attrs.stride, attrs.padding,
                       attrs.dilation, attrs.groups)
-    return [_dequant(np.rint(acc).astype(np.int64), args)]
+    return [_dequant(np.rint(acc).astype(np.int64), args, attrs)]
 
 
 register(OpKind.QCONV2D, Category.CONV, QConv2dAttrs, with_epilogue_infer(_infer_qconv),
-         with_epilogue_reference(_ref_qconv), num_inputs=(4, 5 + MAX_EXTRA), float_only=True)
+         with_epilogue_reference(_ref_qconv), num_inputs=(4, 6 + MAX_EXTRA))

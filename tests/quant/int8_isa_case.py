@@ -23,4 +23,5 @@ got, want = m.run(test)["y"], ag.reference.run(g, test)["y"]
 report = json.loads(open(sys.argv[1] + "/report.json").read())
 print(json.dumps({"err": float(np.abs(got - want).max()), "scale": float(np.abs(want).max()),
                   "prims": [[p["primitive"], p["impl"]] for p in report["onednn_primitives"]],
+                  "requantised": sum(getattr(op.attrs, "out_act", None) is not None for op in g.ops),
                   "wmax": [int(np.abs(t.value).max()) for t in g.constants if t.dtype.value == "int8"]}))

@@ -113,6 +113,10 @@ def test_small_resnet_int8(tmp_path):
     m, g, report = build(tmp_path, outputs, feeds)
     kinds = [op.kind.value for op in g.ops]
     assert kinds.count("qconv2d") >= 10 and "conv2d" not in kinds
+    # each bottleneck's conv1 -> conv2 -> conv3 pass uint8 (quantize_int8._requantize); the block
+    # outputs, read by a residual add too, stay float32
+    requant = [op for op in g.ops if getattr(op.attrs, "out_act", None) is not None]
+    assert len(requant) == 8 and all(op.outputs[0].dtype.value == "uint8" for op in requant)
     prims = int8_primitives(report)
     assert any(p["primitive"] == "convolution_int8" for p in prims)
     assert not any(p["impl"].startswith("ref") for p in prims), prims
@@ -138,5 +142,5 @@ def test_int8_without_vnni_stays_exact(tmp_path, isa):
     assert res.returncode == 0, res.stderr[-3000:]
     out = json.loads(res.stdout.strip().splitlines()[-1])
     assert out["err"] <= 1e-5 * max(out["scale"], 1.0), out
-    assert max(out["wmax"]) <= 63, out
+    assert max(out["wmax"]) <= 63 and out["requantised"] == 2, out   # conv and GEMM 1 write uint8 (ReLU)
     assert len(out["prims"]) == 3 and all(p.endswith("_int8") and not i.startswith("ref") for p, i in out["prims"]), out

@@ -154,12 +154,23 @@ dnnl::memory::desc quant_src_md(int rank, const int64_t* sizes, const int64_t* s
   return dnnl::memory::desc(dims_t(sizes, sizes + rank), quant == 2 ? dt::u8 : dt::s8, dense);
 }
 
+dt quant_dt(int code) { return code == 2 ? dt::u8 : dt::s8; }
+
 // src scale per tensor (mask 0), weight scales along `wei_mask`; oneDNN computes
-// dst = post_ops(src_scale * wei_scale[n] * acc + bias[n]) in float32.
-void set_scales(dnnl::primitive_attr& attr, int wei_mask) {
+// dst = post_ops(src_scale * wei_scale[n] * acc + bias[n]) in float32, and with a dst scale
+// (a requantised result) stores saturate(round_half_even(dst / dst_scale)).
+void set_scales(dnnl::primitive_attr& attr, int wei_mask, bool dst) {
   attr.set_scales_mask(DNNL_ARG_SRC, 0);
   attr.set_scales_mask(DNNL_ARG_WEIGHTS, wei_mask);
+  if (dst) attr.set_scales_mask(DNNL_ARG_DST, 0);
 }
+
+// What run_quant needs of a configuration besides the entry.
+struct QuantRun {
+  int quant, scales_ptr, out_quant;
+  bool src_int8;
+  int64_t n;  // weight scales (output channels)
+};
 
 // q = clamp(rint(x / scale)) exactly as the oracle (ops/qlinear.py): float32 division (not a
 // multiplication by 1/scale, which rounds differently), round-half-even (the default rounding mode).
@@ -202,17 +213,22 @@ void quantize_src(const float* x, const int64_t* sizes, const int64_t* xs, const
 
 // The int8 primitive on float32 storage: quantise the source into scratch, weights (int8) from
 // their prepacked copy, scales from p[scales_ptr] (src, [1]) and p[scales_ptr + 1] (weights, [n]).
-void run_quant(const Entry& e, int quant, int scales_ptr, int64_t n, float* dst, const float* src,
-               const int64_t* src_sizes, const int64_t* src_strides, const int8_t* wei, const float* bias,
-               PackStore* packs, int64_t version, void* const* p) {
+void run_quant(const Entry& e, const QuantRun& qr, void* dst, const void* src, const int64_t* src_sizes,
+               const int64_t* src_strides, const int8_t* wei, const float* bias, PackStore* packs, int64_t version,
+               void* const* p) {
   dnnl::engine& eng = engine();
   std::unordered_map<int, dnnl::memory> args;
-  const float x_scale = *static_cast<const float*>(p[scales_ptr]);
-  void* q = scratch(kSrc, e.src.get_size());
-  if (quant == 2) {
-    quantize_src(src, src_sizes, src_strides, e.src, x_scale, static_cast<uint8_t*>(q));
-  } else {
-    quantize_src(src, src_sizes, src_strides, e.src, x_scale, static_cast<int8_t*>(q));
+  const int scales_ptr = qr.scales_ptr;
+  void* q = const_cast<void*>(src);  // src_int8: quantised by its producer, read where it lies
+  if (!qr.src_int8) {
+    const float x_scale = *static_cast<const float*>(p[scales_ptr]);
+    const float* x = static_cast<const float*>(src);
+    q = scratch(kSrc, e.src.get_size());
+    if (qr.quant == 2) {
+      quantize_src(x, src_sizes, src_strides, e.src, x_scale, static_cast<uint8_t*>(q));
+    } else {
+      quantize_src(x, src_sizes, src_strides, e.src, x_scale, static_cast<int8_t*>(q));
+    }
   }
   args.emplace(DNNL_ARG_SRC, dnnl::memory(e.src, eng, q));
   void* w = const_cast<int8_t*>(wei);
@@ -231,33 +247,39 @@ void run_quant(const Entry& e, int quant, int scales_ptr, int64_t n, float* dst,
   for (const BinaryArg& b : e.binaries) args.emplace(b.arg, dnnl::memory(b.md, eng, p[b.ptr]));
   using tag = dnnl::memory::format_tag;
   args.emplace(DNNL_ARG_ATTR_SCALES | DNNL_ARG_SRC, dnnl::memory({{1}, dt::f32, tag::x}, eng, p[scales_ptr]));
-  args.emplace(DNNL_ARG_ATTR_SCALES | DNNL_ARG_WEIGHTS, dnnl::memory({{n}, dt::f32, tag::x}, eng, p[scales_ptr + 1]));
+  args.emplace(DNNL_ARG_ATTR_SCALES | DNNL_ARG_WEIGHTS, dnnl::memory({{qr.n}, dt::f32, tag::x}, eng, p[scales_ptr + 1]));
+  if (qr.out_quant) {
+    args.emplace(DNNL_ARG_ATTR_SCALES | DNNL_ARG_DST, dnnl::memory({{1}, dt::f32, tag::x}, eng, p[scales_ptr + 2]));
+  }
   void* out = e.staged ? scratch(kDst, e.dst.get_size()) : dst;
   args.emplace(DNNL_ARG_DST, dnnl::memory(e.dst, eng, out));
   const size_t pad = e.scratchpad.get_size();
   if (pad > 0) args.emplace(DNNL_ARG_SCRATCHPAD, dnnl::memory(e.scratchpad, eng, scratch(kScratchpad, pad)));
   e.prim.execute(stream(), args);
   stream().wait();
-  if (e.staged) store_strided(static_cast<const float*>(out), dst, e.dst, e.dst_store);
+  if (!e.staged) return;
+  // QGEMM / QCONV2D do not declare strided_output (kernels/cpu/gemm.py): never reached today
+  if (qr.out_quant) throw std::runtime_error("oneDNN kernel: a requantised result at strides");
+  store_strided(static_cast<const float*>(out), static_cast<float*>(dst), e.dst, e.dst_store);
 }
 
 // dispatch's int8 form (float32 storage only).
 template <typename Make>
-void dispatch_quant(KernelState* st, int quant, int scales_ptr, int64_t n, bool prepack, int nkey, const Epilogue& ep,
-                    void* const* p, const int64_t* d, const int64_t* src_sizes, const int64_t* src_strides,
-                    const int64_t* out_sizes, int out_rank, int channel_axis, bool has_bias, bool empty,
-                    int src_offset, Make&& make) {
-  float* out = static_cast<float*>(p[0]);
+void dispatch_quant(KernelState* st, const QuantRun& qr, bool prepack, int nkey, const Epilogue& ep, void* const* p,
+                    const int64_t* d, const int64_t* src_sizes, const int64_t* src_strides, const int64_t* out_sizes,
+                    int out_rank, int channel_axis, bool has_bias, bool empty, int src_offset, Make&& make) {
   const float* bias = has_bias ? static_cast<const float*>(p[3]) : nullptr;
   if (numel(out_rank, out_sizes) == 0) return;
-  if (empty) {
-    fill_bias(out, bias, out_rank, out_sizes, out_sizes + out_rank, channel_axis);
+  if (empty) {  // quantize_int8 requantises only results of a static K > 0
+    if (qr.out_quant) throw std::runtime_error("oneDNN kernel: an empty reduction with a requantised result");
+    fill_bias(static_cast<float*>(p[0]), bias, out_rank, out_sizes, out_sizes + out_rank, channel_axis);
     if (ep.loop) ep.loop(p, d);
     return;
   }
   std::shared_ptr<Entry> e = st->primitives.get(d, nkey, make);
-  const float* src = static_cast<const float*>(p[1]) + (src_offset >= 0 ? d[src_offset] : 0);
-  run_quant(*e, quant, scales_ptr, n, out, src, src_sizes, src_strides, static_cast<const int8_t*>(p[2]), bias,
+  const int64_t offset = (src_offset >= 0 ? d[src_offset] : 0) * (qr.src_int8 ? 1 : sizeof(float));
+  const void* src = static_cast<const char*>(p[1]) + offset;
+  run_quant(*e, qr, p[0], src, src_sizes, src_strides, static_cast<const int8_t*>(p[2]), bias,
             prepack ? &st->packs : nullptr, prepack ? d[nkey] : 0, p);
   if (ep.loop && !e->post_ops) ep.loop(p, d);
 }
@@ -265,9 +287,11 @@ void dispatch_quant(KernelState* st, int quant, int scales_ptr, int64_t n, bool 
 std::shared_ptr<Entry> make_matmul(const MatmulConfig& cfg, const int64_t* d) {
   const int r = cfg.rank;
   const dt t = compute_type(cfg.storage, cfg.convert);
-  const dt t_dst = cfg.f32_dst ? dt::f32 : t;
+  const dt t_dst = cfg.out_quant ? quant_dt(cfg.out_quant) : cfg.f32_dst ? dt::f32 : t;
   auto e = std::make_shared<Entry>();
-  e->src = cfg.quant ? quant_src_md(r, d, d + r, cfg.quant) : strided_md(r, d, d + r, t);
+  e->src = !cfg.quant      ? strided_md(r, d, d + r, t)
+           : cfg.src_int8 ? strided_md(r, d, d + r, quant_dt(cfg.quant))
+                          : quant_src_md(r, d, d + r, cfg.quant);
   e->wei = strided_md(r, d + 2 * r, d + 3 * r, cfg.quant ? dt::s8 : t);
   stage_dst(*e, strided_md(r, d + 4 * r, d + 5 * r, t_dst));
   // A constant weight goes into the layout the primitive picks; one computed at run time is read
@@ -280,7 +304,7 @@ std::shared_ptr<Entry> make_matmul(const MatmulConfig& cfg, const int64_t* d) {
     e->bias = strided_md(r, d + 6 * r, d + 7 * r, t);
   }
   finish_epilogue(*e, cfg.epilogue, d, t_dst, [&](dnnl::primitive_attr attr) {
-    if (cfg.quant) set_scales(attr, 1 << (r - 1));  // weights [.., K, N]: per N
+    if (cfg.quant) set_scales(attr, 1 << (r - 1), cfg.out_quant != 0);  // weights [.., K, N]: per N
     return cfg.has_bias ? dnnl::matmul::primitive_desc(engine(), e->src, wei, e->bias, e->dst, attr)
                         : dnnl::matmul::primitive_desc(engine(), e->src, wei, e->dst, attr);
   });
@@ -291,11 +315,13 @@ std::shared_ptr<Entry> make_matmul(const MatmulConfig& cfg, const int64_t* d) {
 std::shared_ptr<Entry> make_conv(const ConvConfig& cfg, const int64_t* d) {
   const int wr = cfg.wei_rank;
   const dt t = compute_type(cfg.storage, cfg.convert);
-  const dt t_dst = cfg.f32_dst ? dt::f32 : t;
+  const dt t_dst = cfg.out_quant ? quant_dt(cfg.out_quant) : cfg.f32_dst ? dt::f32 : t;
   const int64_t* w = d + 8;
   const int64_t* o = w + 2 * wr;
   auto e = std::make_shared<Entry>();
-  e->src = cfg.quant ? quant_src_md(4, d, d + 4, cfg.quant) : strided_md(4, d, d + 4, t);
+  e->src = !cfg.quant      ? strided_md(4, d, d + 4, t)
+           : cfg.src_int8 ? strided_md(4, d, d + 4, quant_dt(cfg.quant))
+                          : quant_src_md(4, d, d + 4, cfg.quant);
   e->wei = strided_md(wr, w, w + wr, cfg.quant ? dt::s8 : t);
   stage_dst(*e, strided_md(4, o, o + 4, t_dst));
   // Always `any`: with plain OHWI weights oneDNN falls back to its reference convolution. A
@@ -319,7 +345,7 @@ std::shared_ptr<Entry> make_conv(const ConvConfig& cfg, const int64_t* d) {
     using P = dnnl::convolution_forward::primitive_desc;
     const auto alg = dnnl::algorithm::convolution_direct;
     finish_epilogue(*e, cfg.epilogue, d, t_dst, [&](dnnl::primitive_attr attr) {
-      if (cfg.quant) set_scales(attr, wr == 5 ? 3 : 1);  // per output channel: O, or (G, O/G)
+      if (cfg.quant) set_scales(attr, wr == 5 ? 3 : 1, cfg.out_quant != 0);  // per output channel: O, or (G, O/G)
       return cfg.has_bias ? P(engine(), prop, alg, e->src, wei, e->bias, e->dst, strides, dilates, pad_l, pad_r, attr)
                           : P(engine(), prop, alg, e->src, wei, e->dst, strides, dilates, pad_l, pad_r, attr);
     });
@@ -376,9 +402,9 @@ void by_storage(Storage s, bool convert, bool f32_dst, Args&&... args) {
 void matmul(const MatmulConfig& cfg, KernelState* st, void* const* p, const int64_t* d) {
   const int r = cfg.rank;
   if (cfg.quant) {  // N: the output's last size
-    return dispatch_quant(st, cfg.quant, cfg.scales_ptr, d[4 * r + r - 1], cfg.prepack, cfg.nkey, cfg.epilogue, p, d,
-                          d, d + r, d + 4 * r, r, r - 1, cfg.has_bias, d[r - 1] == 0, cfg.src_offset,
-                          [&] { return make_matmul(cfg, d); });
+    const QuantRun qr{cfg.quant, cfg.scales_ptr, cfg.out_quant, cfg.src_int8, d[4 * r + r - 1]};
+    return dispatch_quant(st, qr, cfg.prepack, cfg.nkey, cfg.epilogue, p, d, d, d + r, d + 4 * r, r, r - 1,
+                          cfg.has_bias, d[r - 1] == 0, cfg.src_offset, [&] { return make_matmul(cfg, d); });
   }
   // Channels of the bias (N) are the output's last axis; K is a's last size.
   by_storage(cfg.storage, cfg.convert, cfg.f32_dst, st, cfg.prepack, cfg.nkey, cfg.epilogue, p, d, d + 4 * r, r, r - 1,
@@ -388,8 +414,9 @@ void matmul(const MatmulConfig& cfg, KernelState* st, void* const* p, const int6
 void conv(const ConvConfig& cfg, KernelState* st, void* const* p, const int64_t* d) {
   if (cfg.quant) {  // O: the output's axis 1
     const int64_t* o = d + 8 + 2 * cfg.wei_rank;
-    return dispatch_quant(st, cfg.quant, cfg.scales_ptr, o[1], cfg.prepack, cfg.nkey, cfg.epilogue, p, d, d, d + 4, o, 4,
-                          1, cfg.has_bias, d[1] == 0, -1, [&] { return make_conv(cfg, d); });
+    const QuantRun qr{cfg.quant, cfg.scales_ptr, cfg.out_quant, cfg.src_int8, o[1]};
+    return dispatch_quant(st, qr, cfg.prepack, cfg.nkey, cfg.epilogue, p, d, d, d + 4, o, 4, 1, cfg.has_bias,
+                          d[1] == 0, -1, [&] { return make_conv(cfg, d); });
   }
   // out [N, O, HO, WO] sits after x's 8 dims and the weight's; channels are its axis 1; C is x's.
   by_storage(cfg.storage, cfg.convert, cfg.f32_dst, st, cfg.prepack, cfg.nkey, cfg.epilogue, p, d, d + 8 + 2 * cfg.wei_rank, 4, 1,

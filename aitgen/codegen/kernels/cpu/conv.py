@@ -11,11 +11,12 @@ from __future__ import annotations
 
 from ....errors import UnsupportedOpError
 from ....ir.dims import Dim, IntImm
+from ....ir.dtype import DType
 from ....ir.op import Op, OpKind
 from ...lower import LowerContext, lowering
 from ...spec import CONSTANTS_VERSION, KernelCall, KernelSpec
 from . import epilogue
-from .gemm import Md, dense_strides, is_constant, md_dims, quant_params, result_types
+from .gemm import Md, dense_strides, is_constant, md_dims, onednn_types, quant_operands, quant_params, result_types
 
 
 def _nhwc(n: Dim, c: Dim, h: Dim, w: Dim) -> Md:
@@ -45,9 +46,8 @@ def lower_conv(op: Op, ctx: LowerContext) -> list[KernelCall]:
     own, extras = epilogue.own_operands(op)
     x, w = own[:2]
     quant = None
-    if op.kind is OpKind.QCONV2D:  # [x, w int8, x_scale, w_scale, bias?]: the same conv, int8
-        quant = (op.attrs.act, own[2], own[3])
-        own = own[:2] + own[4:]
+    if op.kind is OpKind.QCONV2D:  # [x, w int8, x_scale, w_scale, bias?, out_scale?]: the same conv, int8
+        quant, own = quant_operands(op, own)
     bias = own[2] if len(own) == 3 else None
     out = op.outputs[0]
     a = op.attrs
@@ -72,9 +72,10 @@ def lower_conv(op: Op, ctx: LowerContext) -> list[KernelCall]:
     if bias is not None:
         dims += md_dims(([out.shape[3]], [IntImm(1)]))
     prepack = is_constant(ctx, w)
-    types = result_types(op, x, out)
+    types = result_types(op, x, out) if quant is None else dict(onednn_types(DType.float32), f32_dst=False)
     ep, key, loop_dims = epilogue.plan(op, out, extras, first_ptr=3 + (bias is not None), key_offset=len(dims),
-                                       prepack=prepack, convert=types["convert"], own_dtype=x.dtype,
+                                       prepack=prepack, convert=types["convert"],
+                                       own_dtype=x.dtype if quant is None else DType.float32,
                                        dst_md=epilogue.nhwc_md(out.shape), rank=4, out_strides=out_strides)
     dims += key
     ptrs = [out, x, w] + ([bias] if bias is not None else []) + extras
@@ -88,4 +89,5 @@ def lower_conv(op: Op, ctx: LowerContext) -> list[KernelCall]:
 
 
 # int8 convs (passes/quantize_int8.py): one oneDNN int8 convolution (conv_onednn.cpp.j2).
-lowering("cpu", OpKind.QCONV2D, epilogue=True, features=("strided_output",))(lower_conv)
+# Not strided_output: a requantised (int8) result has no strided store.
+lowering("cpu", OpKind.QCONV2D, epilogue=True)(lower_conv)

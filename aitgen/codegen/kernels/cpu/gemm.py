@@ -19,6 +19,7 @@ from ....ir.dtype import DType
 from ....ir.op import Op, OpKind
 from ....ir.tensor import Tensor
 from ....ops.operand_views import StridedView, matrix_view, row_groups
+from ....ops.qlinear import own_parts
 from ...cexpr import COMPUTE, STORAGE, load, store
 from ...lower import _INT8_REDUCED, LowerContext, lowering
 from ...spec import CONSTANTS_VERSION, KernelCall, KernelSpec
@@ -127,9 +128,11 @@ def matmul_call(ctx: LowerContext, op: Op, out: Tensor, a: Tensor, b: Tensor, bi
         n = c_md[0][-1]
         dims += md_dims(([IntImm(1)] * (rank - 1) + [n], [n] * (rank - 1) + [IntImm(1)]))
     prepack = is_constant(ctx, b)
-    types = result_types(op, a, out)
+    # int8: float32 storage around the primitive (an int8 a, or result, is the quant params')
+    types = result_types(op, a, out) if quant is None else dict(onednn_types(DType.float32), f32_dst=False)
     ep, key, loop_dims = epilogue.plan(op, out, list(extras), first_ptr=3 + (bias is not None), key_offset=len(dims),
-                                       prepack=prepack, convert=types["convert"], own_dtype=a.dtype,
+                                       prepack=prepack, convert=types["convert"],
+                                       own_dtype=a.dtype if quant is None else DType.float32,
                                        dst_md=dst_md or epilogue.batched_md(c_md[0]), rank=rank,
                                        out_strides=out_strides)
     dims += key
@@ -145,15 +148,25 @@ def matmul_call(ctx: LowerContext, op: Op, out: Tensor, a: Tensor, b: Tensor, bi
     return KernelCall(spec, ptrs, tail, op.name or op.kind.value)
 
 
+def quant_operands(op: Op, own: list) -> tuple[tuple, list]:
+    """An int8 op's (ops/qlinear.py) quant description (quant_params') and its own operands as the
+    float op's: [x, w, bias?]."""
+    x, w, xs, ws, bias, out_scale = own_parts(own, op.attrs)
+    quant = (op.attrs.act, xs, ws, op.attrs.out_act, out_scale, x.dtype is not DType.float32)
+    return quant, [x, w] + ([bias] if bias is not None else [])
+
+
 def quant_params(quant: Optional[tuple], ptrs: list) -> dict:
-    """The int8 kernels' params (`quant`: 1 s8 / 2 u8 activations; `scales_ptr`), their two scale
-    operands appended to `ptrs`; none for a float kernel (its rendered source stays as it was)."""
+    """The int8 kernels' params (`quant`: 1 s8 / 2 u8 activations; `scales_ptr`; `out_quant`: the
+    result requantised, 0 / 1 s8 / 2 u8; `src_int8`: x comes quantised), their scale operands
+    appended to `ptrs`; none for a float kernel (its rendered source stays as it was)."""
     if quant is None:
         return {}
-    act, x_scale, w_scale = quant
+    act, x_scale, w_scale, out_act, out_scale, src_int8 = quant
     at = len(ptrs)
-    ptrs += [x_scale, w_scale]
-    return dict(quant=2 if act is DType.uint8 else 1, scales_ptr=at)
+    ptrs += [x_scale, w_scale] + ([out_scale] if out_act is not None else [])
+    code = {None: 0, DType.int8: 1, DType.uint8: 2}
+    return dict(quant=code[act], scales_ptr=at, out_quant=code[out_act], src_int8=src_int8)
 
 
 # Matmuls of these dtypes run our own loop (gemm_loop.cpp.j2): oneDNN 3.2's CPU matmul has no
@@ -201,9 +214,8 @@ def lower_gemm(op: Op, ctx: LowerContext) -> list[KernelCall]:
     own, extras = epilogue.own_operands(op)
     a, b = own[:2]
     quant = None
-    if op.kind is OpKind.QGEMM:   # [a, w int8, x_scale, w_scale, bias?]: the same matmul, int8
-        quant = (op.attrs.act, own[2], own[3])
-        own = own[:2] + own[4:]
+    if op.kind is OpKind.QGEMM:   # [a, w int8, x_scale, w_scale, bias?, out_scale?]: the same matmul, int8
+        quant, own = quant_operands(op, own)
     bias = own[2] if len(own) == 3 else None
     out = op.outputs[0]
     ta, tb = getattr(op.attrs, "trans_a", False), op.attrs.trans_b
@@ -228,7 +240,8 @@ def lower_gemm(op: Op, ctx: LowerContext) -> list[KernelCall]:
 
 
 # int8 GEMMs (passes/quantize_int8.py) lower as GEMMs: one oneDNN int8 matmul (gemm_onednn.cpp.j2).
-lowering("cpu", OpKind.QGEMM, epilogue=True, features=("operand_views", "strided_output"))(lower_gemm)
+# Not strided_output: a requantised (int8) result has no strided store.
+lowering("cpu", OpKind.QGEMM, epilogue=True, features=("operand_views",))(lower_gemm)
 
 
 def _batched_rows(ctx: LowerContext, op: Op, out: Tensor, a: Tensor, b: Tensor, bias: Optional[Tensor],

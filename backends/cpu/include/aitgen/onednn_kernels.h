@@ -57,6 +57,10 @@ struct MatmulConfig {
   // with scales p[scales_ptr + 1][N], and oneDNN dequantises through its scale attributes.
   int quant = 0;
   int scales_ptr = -1;
+  // The result requantised (0 float32; 1 s8, 2 u8) by p[scales_ptr + 2][0] in oneDNN's dst scale
+  // (no epilogue then); src_int8: `a` is already int8 of quant's type (a requantised producer's).
+  int out_quant = 0;
+  bool src_int8 = false;
 };
 
 // Convolution or transposed convolution (deconvolution), NHWC. p = {out, x, weight[, bias]}.
@@ -79,6 +83,8 @@ struct ConvConfig {
   bool f32_dst = false;   // as MatmulConfig::f32_dst
   int quant = 0;          // as MatmulConfig::quant (QCONV2D; scales per output channel)
   int scales_ptr = -1;
+  int out_quant = 0;      // as MatmulConfig::out_quant
+  bool src_int8 = false;  // as MatmulConfig::src_int8
 };
 
 // Per-kernel primitive cache and prepacked weights; created on a kernel's first call, never freed
