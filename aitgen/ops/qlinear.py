@@ -10,12 +10,12 @@ Operands: [x (float32), w (int8), x_scale (float32 [1]), w_scale (float32 [N] or
 
 `act` is int8 (symmetric, [-127, 127]: -128 is left out so that -x quantises to -q) or uint8
 (x >= 0 by calibration, [0, 255], zero point 0). No zero points: oneDNN's int8 kernels then run
-their plain (fast) form on every ISA.
+their plain (fast) form on every ISA. The float part differs from the kernel by rounding only
+(oneDNN may scale acc in another order), a few ulps of the output.
 
 Requantisation (quantize_int8 fuses it where every reader is an int8 op that quantises the result
 the same way): with `out_act` set, the result y is stored quantised, clip(rint(y / out_scale)), the
-own operand after the bias, and an x already of type `act` is read as it is (no quantisation). The float part differs from the kernel by rounding only
-(oneDNN may scale acc in another order), a few ulps of the output.
+own operand after the bias, and an x already of type `act` is read as it is (no quantisation).
 """
 from __future__ import annotations
 

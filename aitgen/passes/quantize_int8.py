@@ -7,7 +7,9 @@ stands here through the oracle; then each op becomes a QGEMM / QCONV2D (ops/qlin
   shared float32 weight stays whole for its other readers); fewer bits on CPUs without VNNI
   (weight_grid), where oneDNN's int8 kernels would otherwise saturate or round;
 - its activation per tensor, int8 symmetric or uint8 (a non-negative one), with the calibrated scale;
-- int32 accumulation, then dequantisation, bias and the op's fused epilogue in float32.
+- int32 accumulation, then dequantisation, bias and the op's fused epilogue in float32;
+- requantisation fused (_requantize): where every reader of the result is an int8 op that
+  quantises it the same way, the result is stored int8/uint8 (a ResNet bottleneck's convs).
 
 What stays float32: every op that is not a GEMM/conv with a constant weight, so softmax, layer norms,
 residual adds (the epilogue after dequantisation, or their own ops) and attention (score and context
@@ -47,7 +49,8 @@ def quantize_int8(graph: Graph, opts: CompileOptions) -> Graph:
     acts = list({id(op.inputs[0]): op.inputs[0] for op in ops}.values())
     scales = observe(graph, acts, feeds, opts.calibration_method)
     reduced = opts.caps is not None and opts.caps.int8_reduced_weights
-    per_op = [(op, scales[id(op.inputs[0])]) for op in ops]  # before replacing: a result read by a later op changes
+    # before replacing: the operand a later op reads may be an earlier op's result, which changes
+    per_op = [(op, scales[id(op.inputs[0])]) for op in ops]
     for op, s in per_op:
         new = _quantized(op, s.scale, s.act, weight_grid(s.act, reduced))
         new.name = op.outputs[0].name

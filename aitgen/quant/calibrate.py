@@ -10,7 +10,8 @@ largest |x| that is represented; larger values saturate):
   compute_percentile computes it.
 - "entropy": TensorRT's (and ORT's) KL-divergence selection over the same histogram: for every
   candidate i in [128, 2048] bins, the clipped distribution P (outliers folded into bin i-1) against
-  the 128-level quantisation Q of the first i bins (MXNet's _get_optimal_threshold); T = the upper edge of the i with the least KL(P || Q).
+  the 128-level quantisation Q of the first i bins (MXNet's _get_optimal_threshold); T = the
+  upper edge of the i with the least KL(P || Q).
 
 Histograms need max|x| first, so those methods run the feeds twice (the range is then exact, and no
 re-binning approximates it).
@@ -52,7 +53,7 @@ def check_feeds(calibration, inputs: list[Tensor]) -> list[dict[str, np.ndarray]
     if calibration is None:
         raise CalibrationError('precision="int8" needs calibration=FEEDS (an iterable of input dicts name -> '
                                'array): the activation scales are calibrated on them (no dynamic quantisation)')
-    if isinstance(calibration, Mapping) or not isinstance(calibration, Iterable) or isinstance(calibration, (str, bytes)):
+    if isinstance(calibration, (Mapping, str, bytes)) or not isinstance(calibration, Iterable):
         raise CalibrationError(f"calibration must be an iterable of input dicts, got a {type(calibration).__name__}")
     feeds = list(calibration)
     if not feeds:
