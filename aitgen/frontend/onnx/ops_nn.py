@@ -24,6 +24,7 @@ from ...ir.tensor import Tensor, constant
 from ...ops.pool import Pool2dAttrs
 from ...ops.registry import make_op1
 from . import ops_nn3d
+from ._pool_indices import max_pool_indices
 from .registry import NodeContext, onnx_op
 
 _AUTO_PADS = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
@@ -286,8 +287,6 @@ def _explicit_pad(x: Tensor, pad, value) -> Tensor:
 @onnx_op("MaxPool", min_opset=8)
 def _max_pool(ctx: NodeContext):
     x, nsp, kernel, strides, dilations, begin, end, ceil = _pool_setup(ctx)
-    if ctx.num_outputs > 1 and ctx.node.output[1]:
-        raise ctx.unsupported("the Indices output of MaxPool is not supported")
     if x.dtype == DType.bool:
         raise ctx.malformed("MaxPool over bool")
     k2, s2, d2 = _as_2d(kernel, 1), _as_2d(strides, 1), _as_2d(dilations, 1)
@@ -295,10 +294,15 @@ def _max_pool(ctx: NodeContext):
     def pool(t, k, s, p):
         return ops.max_pool2d(t, k, s, p, dilation=d2, ceil_mode=ceil)
     if nsp == 3:
-        return ops_nn3d.pool3d(ctx, x, "max", kernel, strides, dilations, begin, end, ceil)
-    low = float("-inf") if x.dtype.is_float else float(np.iinfo(x.dtype.np).min)
-    return _pool2d(ctx, pool, x, nsp, kernel, strides, dilations, begin, end,
-                   big_pad=lambda t, p: pool(_explicit_pad(t, p, low), k2, s2, 0))
+        y = ops_nn3d.pool3d(ctx, x, "max", kernel, strides, dilations, begin, end, ceil)
+    else:
+        low = float("-inf") if x.dtype.is_float else float(np.iinfo(x.dtype.np).min)
+        y = _pool2d(ctx, pool, x, nsp, kernel, strides, dilations, begin, end,
+                    big_pad=lambda t, p: pool(_explicit_pad(t, p, low), k2, s2, 0))
+    if ctx.num_outputs > 1 and ctx.node.output[1]:
+        # Y stays the fast pooling kernel; the indices are a separate composite.
+        return [y, max_pool_indices(ctx, x, kernel, strides, dilations, begin, end, ceil)]
+    return y
 
 
 @onnx_op("AveragePool", min_opset=7)

@@ -172,10 +172,11 @@ def conv_transpose3d(ctx: NodeContext, x: Tensor, kernel: list[int], groups: int
     return _to_ncdhw(_unfold(y, x.shape[0], n_out))
 
 
-def _pool_geometry(ctx: NodeContext, x: Tensor, kernel, strides, dilations, begin, end, ceil: bool):
-    """Per spatial axis: (output size, extra rows after the end pad that ceil mode's last window
-    reads), by ONNX's rule (a last window must start inside the input or the begin pad)."""
-    sizes = _static(ctx, x, [2, 3, 4], ctx.op_type)
+def pool_geometry(ctx: NodeContext, x: Tensor, kernel, strides, dilations, begin, end, ceil: bool):
+    """Per spatial axis of x [N, C, ...]: (input size, output size, extra rows after the end pad
+    that ceil mode's last window reads), by ONNX's rule (a last window must start inside the input
+    or the begin pad). MaxPool's Indices (_pool_indices.py) use it for any spatial rank."""
+    sizes = _static(ctx, x, list(range(2, x.ndim)), ctx.op_type)
     outs, extra = [], []
     for n, k, s, d, lo, hi in zip(sizes, kernel, strides, dilations, begin, end):
         eff = d * (k - 1) + 1
@@ -201,7 +202,7 @@ def pool3d(ctx: NodeContext, x: Tensor, kind: str, kernel: list[int], strides: l
            dilations: list[int], begin: list[int], end: list[int], ceil: bool,
            include_pad: bool = False, p: int = 2) -> Tensor:
     """kind 'max', 'avg' or 'lp' over the last three dims of x [N, C, D, H, W]."""
-    sizes, outs, extra = _pool_geometry(ctx, x, kernel, strides, dilations, begin, end, ceil)
+    sizes, outs, extra = pool_geometry(ctx, x, kernel, strides, dilations, begin, end, ceil)
     if kind == "max":
         low = float("-inf") if x.dtype.is_float else float(np.iinfo(x.dtype.np).min)
         xp = _padded(_to_ndhwc(x), begin, end, extra, low)

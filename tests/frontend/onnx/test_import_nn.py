@@ -134,12 +134,6 @@ def test_conv_weights_are_transposed_at_import():
     np.testing.assert_array_equal(conv.inputs[1].value, W.transpose(0, 2, 3, 1))
 
 
-def test_maxpool_indices_output_is_refused():
-    c = case("mp", "MaxPool", [In("x", X4)], {"kernel_shape": [2, 2]}, n_out=2)
-    with pytest.raises(UnsupportedOpError, match="Indices"):
-        ox.load(c.model)
-
-
 @pytest.mark.parametrize("op,inputs,attrs,err,match", [
     ("Conv", [In("x", rand((1, 1, 3, 3, 3, 3))), In("w", rand((1, 1, 2, 2, 2, 2)), True)], {}, UnsupportedOpError,
      "4-D spatial"),
