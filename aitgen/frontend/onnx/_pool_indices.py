@@ -9,9 +9,9 @@ The composite: every tap of the window is one strided slice of the explicitly pa
 (padding -inf, so a padded tap never wins over a real element); the K slices stacked on a new last
 axis go through argmax, whose first-index rule is the scan's. The flat index is then linear in the
 window position and the tap: base[position] + tap_offset[tap] + (n * C + c) * plane, the tap
-offset a constant table gathered by the argmax. The one mismatch: a window whose real elements are
-all -inf (or NaN) reports a padded tap's index where onnxruntime reports -1-based garbage; neither
-is meaningful.
+offset a constant table gathered by the argmax. Not matched: a window whose real elements are all
+-inf or NaN (argmax may pick a padded tap or the NaN; onnxruntime's scan finds nothing above its
+start value); no index is meaningful there.
 
 Spatial dims must be static (the tables are built at import time); N and C may be dynamic.
 """

@@ -42,7 +42,13 @@ def _if(ctx: NodeContext):
         if tuple(a.shape) == tuple(b.shape) and a.dtype == b.dtype:
             out.append(ops.where(c, a, b))
             continue
-        if a.dtype != b.dtype or a.ndim != b.ndim or not all(d.is_static for d in (*a.shape, *b.shape)):
+        if a.ndim != b.ndim:
+            # The IR's ranks are static, and a branch padded to the other's rank is another tensor
+            # (its consumers would broadcast and reduce differently): no exact form exists.
+            raise ctx.unsupported(f"output {k}: the branches give rank {a.ndim} {[str(d) for d in a.shape]} and "
+                                  f"rank {b.ndim} {[str(d) for d in b.shape]}; under a run-time condition the "
+                                  "ranks must agree (aitgen's ranks are fixed when it imports)")
+        if a.dtype != b.dtype or not all(d.is_static for d in (*a.shape, *b.shape)):
             raise ctx.unsupported(f"output {k}: the branches give {a.dtype}{[str(d) for d in a.shape]} and "
                                   f"{b.dtype}{[str(d) for d in b.shape]}; under a run-time condition they "
                                   "need the same dtype and rank and static sizes")
