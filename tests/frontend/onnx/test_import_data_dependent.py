@@ -10,10 +10,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from onnx_cases import In, assert_close, node_model, ort_run  # noqa: I001 - tests/frontend/onnx
+import value_sets  # noqa: I001 - tests/frontend/onnx
+from onnx_cases import In, assert_close, node_model, ort_run
 
 import aitgen as ag
-from aitgen.errors import RuntimeInputError, UnsupportedOpError
+from aitgen.errors import UnsupportedOpError
 from aitgen.frontend import onnx as ox
 
 R = np.random.default_rng(7)
@@ -72,31 +73,11 @@ CASES = {
 }
 
 
-def _feeds(inputs, sets):
-    base = {i.name: i.value for i in inputs}
-    return [{**base, **s} for s in sets]
-
-
-def _run(m, table, name, feeds):
-    """A run of the model of every case: this case's feeds, the others' first value sets."""
-    allf = {f"{c}_{k}": v for c, (_, _, sets) in table.items() for k, v in sets[0].items()}
-    allf.update({f"{name}_{k}": v for k, v in feeds.items()})
-    return m.run({k: v for k, v in allf.items() if k in m.input_specs})
-
-
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
     """One CPU model over every case: (model, {case: (outputs, model proto, value sets)})."""
-    outs, table = {}, {}
-    for name, (op, inputs, attrs, opset, sets) in CASES.items():
-        model = node_model(op, inputs, attrs, opset=opset, n_out={"TopK": 2, "Split": 3, "Unique": 4}.get(op, 1))
-        ins, got = ox.load(model)
-        for n, t in ins.items():
-            t.name = f"{name}_{n}"
-        for k, t in got.items():
-            outs[f"{name}_{k}"] = t
-        table[name] = (got, model, _feeds(inputs, sets))
-    m = ag.compile_model(outs, target="cpu", workdir=str(tmp_path_factory.mktemp("dd") / "m"))
+    m, table = value_sets.build(CASES, tmp_path_factory.mktemp("dd") / "m",
+                                n_out=lambda op: {"TopK": 2, "Split": 3, "Unique": 4}.get(op, 1))
     yield m, table
     m.close()
 
@@ -104,20 +85,10 @@ def built(tmp_path_factory):
 @pytest.mark.parametrize("name", list(CASES))
 def test_against_oracle_and_onnxruntime(built, name):
     m, table = built
-    got, model, sets = table[name]
-    shapes = set()
-    for d, feeds in enumerate(sets):
-        ours = _run(m, table, name, feeds)
-        oracle = ag.reference.run(got, {f"{name}_{k}": v for k, v in feeds.items()})
-        want = ort_run(model, feeds)
-        for k in got:
-            what = f"{name} output {k} (value set {d})"
-            assert_close(ours[f"{name}_{k}"], want[k], what)
-            assert_close(oracle[k], want[k], what + " (oracle)")
-        shapes.add(tuple(ours[f"{name}_{k}"].shape for k in got))
+    shapes = value_sets.check_value_sets(m, table, name, ort_run, assert_close)
     # the value sets give different shapes on one build: the dims are bound per run (a scan along
     # another axis, squeezing the same 1s named otherwise, or reversing other lengths keeps the shape)
-    assert len(shapes) == (1 if name in ("cumsum", "squeeze", "revseq") else len(sets)), shapes
+    assert len(shapes) == (1 if name in ("cumsum", "squeeze", "revseq") else len(table[name][2])), shapes
 
 
 BAD = [("reshape", {"s": i64(5, -1)}, r"Reshape.*cannot (infer|reshape)"),
@@ -135,15 +106,7 @@ BAD = [("reshape", {"s": i64(5, -1)}, r"Reshape.*cannot (infer|reshape)"),
 @pytest.mark.parametrize("name,bad,msg", BAD, ids=[b[0] for b in BAD])
 def test_bad_values_are_typed_errors_naming_the_node(built, name, bad, msg):
     m, table = built
-    got, _, sets = table[name]
-    feeds = {**sets[0], **bad}
-    with pytest.raises(RuntimeInputError, match=msg):
-        _run(m, table, name, feeds)
-    with pytest.raises(RuntimeInputError, match=msg):
-        ag.reference.run(got, {f"{name}_{k}": v for k, v in feeds.items()})
-    # a refused run leaves the model usable, with the sizes of the next run
-    ok = _run(m, table, name, sets[0])
-    assert all(isinstance(v, np.ndarray) for v in ok.values())
+    value_sets.check_refused(m, table, name, bad, msg, usable_after=table[name][2][:1])
 
 
 def test_outputs_have_the_actual_shape_not_the_bound(tmp_path):

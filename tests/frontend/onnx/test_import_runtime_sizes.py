@@ -13,11 +13,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from onnx_cases import F32, In, node_model, ort_run  # noqa: I001 - tests/frontend/onnx
+import value_sets  # noqa: I001 - tests/frontend/onnx
+from onnx_cases import F32, In, ort_run
 
-import aitgen as ag
-from aitgen.errors import RuntimeInputError
-from aitgen.frontend import onnx as ox
 
 R = np.random.default_rng(11)
 
@@ -101,31 +99,10 @@ def expected(name, model, feeds):
     return ort_run(model, feeds)
 
 
-def _feeds(inputs, sets):
-    base = {i.name: i.value for i in inputs if i is not None and not i.const}
-    return [{**base, **s} for s in sets]
-
-
-def _run(m, table, name, feeds):
-    """A run of the model of every case: this case's feeds, the others' first value sets."""
-    allf = {f"{c}_{k}": v for c, (_, _, sets) in table.items() for k, v in sets[0].items()}
-    allf.update({f"{name}_{k}": v for k, v in feeds.items()})
-    return m.run({k: v for k, v in allf.items() if k in m.input_specs})
-
-
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
     """One CPU model over every case: (model, {case: (outputs, model proto, value sets)})."""
-    outs, table = {}, {}
-    for name, (op, inputs, attrs, opset, sets) in CASES.items():
-        model = node_model(op, inputs, attrs, opset=opset)
-        ins, got = ox.load(model)
-        for n, t in ins.items():
-            t.name = f"{name}_{n}"
-        for k, t in got.items():
-            outs[f"{name}_{k}"] = t
-        table[name] = (got, model, _feeds(inputs, sets))
-    m = ag.compile_model(outs, target="cpu", workdir=str(tmp_path_factory.mktemp("rts") / "m"))
+    m, table = value_sets.build(CASES, tmp_path_factory.mktemp("rts") / "m")
     yield m, table
     m.close()
 
@@ -138,20 +115,11 @@ def _close(got, want, what, tol):
 @pytest.mark.parametrize("name", list(CASES))
 def test_against_oracle_and_onnxruntime(built, name):
     m, table = built
-    got, model, sets = table[name]
     tol = TOL.get(name, F32)
-    shapes = set()
-    for d, feeds in enumerate(sets):
-        ours = _run(m, table, name, feeds)
-        oracle = ag.reference.run(got, {f"{name}_{k}": v for k, v in feeds.items()})
-        want = expected(name, model, feeds)
-        for k in got:
-            what = f"{name} output {k} (value set {d})"
-            _close(ours[f"{name}_{k}"], want[k], what, tol)
-            _close(oracle[k], want[k], what + " (oracle)", tol)
-        shapes.add(tuple(ours[f"{name}_{k}"].shape for k in got))
+    shapes = value_sets.check_value_sets(m, table, name, lambda model, feeds: expected(name, model, feeds),
+                                         lambda got, want, what: _close(got, want, what, tol))
     # one build, the shapes of each run's values (DFT's axis keeps the shape: x is square there)
-    assert len(shapes) == (1 if name in SAME_SHAPE else len(sets)), shapes
+    assert len(shapes) == (1 if name in SAME_SHAPE else len(table[name][2])), shapes
 
 
 SAME_SHAPE = {"dft", "dft_inv"}
@@ -175,13 +143,4 @@ BAD = [("affine2d", {"s": i64(3, 3, 5, 6)}, r"AffineGrid.*size 0 is 3, where the
 @pytest.mark.parametrize("name,bad,msg", BAD, ids=[f"{b[0]}-{j}" for j, b in enumerate(BAD)])
 def test_bad_values_are_typed_errors_naming_the_node(built, name, bad, msg):
     m, table = built
-    got, _, sets = table[name]
-    feeds = {**sets[0], **bad}
-    with pytest.raises(RuntimeInputError, match=msg):
-        _run(m, table, name, feeds)
-    with pytest.raises(RuntimeInputError, match=msg):
-        ag.reference.run(got, {f"{name}_{k}": v for k, v in feeds.items()})
-    # a refused run leaves the model usable, with the sizes of the next run
-    for feeds in sets:
-        ok = _run(m, table, name, feeds)
-        assert all(isinstance(v, np.ndarray) for v in ok.values())
+    value_sets.check_refused(m, table, name, bad, msg, usable_after=table[name][2])
