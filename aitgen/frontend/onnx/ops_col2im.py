@@ -32,6 +32,19 @@ def _ints_attr(ctx: NodeContext, name: str, n: int, default: int) -> list[int]:
     return [int(a) for a in v]
 
 
+def _window(ctx: NodeContext, x: Tensor, nsp: int) -> tuple[list[int], list[int], list[int]]:
+    """The strides, dilations and pads of nsp spatial dims, checked, and x checked for the
+    [N, C * prod(block_shape), L] layout with static C and L (both paths build from those)."""
+    strides, dilations = _ints_attr(ctx, "strides", nsp, 1), _ints_attr(ctx, "dilations", nsp, 1)
+    pads = _ints_attr(ctx, "pads", 2 * nsp, 0)
+    if any(v < 1 for v in strides + dilations) or any(p < 0 for p in pads):
+        raise ctx.malformed(f"strides {strides} and dilations {dilations} must be >= 1, pads {pads} >= 0")
+    if x.ndim != 3 or not (x.shape[1].is_static and x.shape[2].is_static):
+        raise ctx.malformed(f"input must be [N, C * prod(block_shape), L] with static C and L, got "
+                            f"[{', '.join(map(str, x.shape))}]")
+    return strides, dilations, pads
+
+
 @onnx_op("Col2Im", min_opset=18)
 def _col2im(ctx: NodeContext):
     x = float_input(ctx, 0, "input")
@@ -46,14 +59,7 @@ def _col2im(ctx: NodeContext):
                               "spatial dims, the same number in both")
     if any(v < 1 for v in image + block):
         raise ctx.malformed(f"image_shape {image} and block_shape {block} must be positive")
-    strides = _ints_attr(ctx, "strides", nsp, 1)
-    dilations = _ints_attr(ctx, "dilations", nsp, 1)
-    pads = _ints_attr(ctx, "pads", 2 * nsp, 0)
-    if any(v < 1 for v in strides + dilations) or any(p < 0 for p in pads):
-        raise ctx.malformed(f"strides {strides} and dilations {dilations} must be >= 1, pads {pads} >= 0")
-    if x.ndim != 3 or not (x.shape[1].is_static and x.shape[2].is_static):
-        raise ctx.malformed(f"input must be [N, C * prod(block_shape), L] with static C and L, got "
-                            f"[{', '.join(map(str, x.shape))}]")
+    strides, dilations, pads = _window(ctx, x, nsp)
     k = int(np.prod(block))
     rows, n_cols = x.shape[1].value, x.shape[2].value
     if rows % k:
@@ -111,13 +117,7 @@ def _col2im_run_time(ctx: NodeContext, x: Tensor) -> Tensor:
     if nsp not in (1, 2, 3) or blk.shape[0].value != nsp:
         raise ctx.unsupported(f"image_shape of {nsp} and block_shape of {blk.shape[0]} values: aitgen's Col2Im "
                               "takes 1 to 3 spatial dims, the same number in both")
-    strides, dilations = _ints_attr(ctx, "strides", nsp, 1), _ints_attr(ctx, "dilations", nsp, 1)
-    pads = _ints_attr(ctx, "pads", 2 * nsp, 0)
-    if any(v < 1 for v in strides + dilations) or any(p < 0 for p in pads):
-        raise ctx.malformed(f"strides {strides} and dilations {dilations} must be >= 1, pads {pads} >= 0")
-    if x.ndim != 3 or not (x.shape[1].is_static and x.shape[2].is_static):
-        raise ctx.malformed(f"input must be [N, C * prod(block_shape), L] with static C and L, got "
-                            f"[{', '.join(map(str, x.shape))}]")
+    strides, dilations, pads = _window(ctx, x, nsp)
     rows, n_cols = x.shape[1].value, x.shape[2].value
     name = ctx.name
 

@@ -123,22 +123,36 @@ def _int_matmul(ctx: NodeContext, a: Tensor, azp, b: Tensor, bzp) -> Tensor:
     return ops.matmul(_centered(a, azp, -2, "A", ctx), _centered(b, bzp, -1, "B", ctx))
 
 
+def _integer_node(ctx: NodeContext, core, names: tuple[str, str], what: str) -> Tensor:
+    """MatMulInteger / ConvInteger: core(ctx, a, a_zero_point, b, b_zero_point), exact, as int32.
+    names: the ONNX names of inputs 0 and 1 (their zero points are named after them)."""
+    x, w = names
+    acc = core(ctx, ctx.input(0, x), _opt(ctx, 2, f"{x.lower()}_zero_point"), ctx.input(1, w),
+               _opt(ctx, 3, f"{w.lower()}_zero_point"))
+    return ops.cast(acc, DType.int32, name=f"{what}:{ctx.label}/cast")
+
+
+def _qlinear_node(ctx: NodeContext, core, names: tuple[str, str], a_axis: int, b_axis: int) -> Tensor:
+    """QLinearMatMul / QLinearConv: the integer core over (a, zero point, b, zero point) requantized
+    by a_scale * b_scale / y_scale, per-row/column scales along the output's a_axis / b_axis."""
+    x, w = names
+    a, a_s, azp = ctx.input(0, x), ctx.input(1, f"{x}_scale"), _opt(ctx, 2, f"{x}_zero_point")
+    b, b_s, bzp = ctx.input(3, w), ctx.input(4, f"{w}_scale"), _opt(ctx, 5, f"{w}_zero_point")
+    y_s, yzp = ctx.input(6, "y_scale"), _opt(ctx, 7, "y_zero_point")
+    acc = core(ctx, a, azp, b, bzp)
+    out = yzp.dtype if yzp is not None else a.dtype
+    return quant.requantize(acc, _multiplier(ctx, a_s, b_s, y_s, a_axis, b_axis, len(acc.shape)), yzp, out,
+                            name=f"requantize:{ctx.label}")
+
+
 @onnx_op("MatMulInteger", min_opset=10)
 def _matmul_integer(ctx: NodeContext):
-    acc = _int_matmul(ctx, ctx.input(0, "A"), _opt(ctx, 2, "a_zero_point"), ctx.input(1, "B"),
-                      _opt(ctx, 3, "b_zero_point"))
-    return ops.cast(acc, DType.int32, name=f"matmul_integer:{ctx.label}/cast")
+    return _integer_node(ctx, _int_matmul, ("A", "B"), "matmul_integer")
 
 
 @onnx_op("QLinearMatMul", min_opset=10)
 def _qlinear_matmul(ctx: NodeContext):
-    a, a_s, azp = ctx.input(0, "a"), ctx.input(1, "a_scale"), _opt(ctx, 2, "a_zero_point")
-    b, b_s, bzp = ctx.input(3, "b"), ctx.input(4, "b_scale"), _opt(ctx, 5, "b_zero_point")
-    y_s, yzp = ctx.input(6, "y_scale"), _opt(ctx, 7, "y_zero_point")
-    acc = _int_matmul(ctx, a, azp, b, bzp)
-    out = yzp.dtype if yzp is not None else a.dtype
-    return quant.requantize(acc, _multiplier(ctx, a_s, b_s, y_s, -2, -1, len(acc.shape)), yzp, out,
-                            name=f"requantize:{ctx.label}")
+    return _qlinear_node(ctx, _int_matmul, ("a", "b"), -2, -1)
 
 
 def _multiplier(ctx: NodeContext, a_s: Tensor, b_s: Tensor, y_s: Tensor, a_axis: int, b_axis: int, rank: int):
@@ -218,17 +232,11 @@ def _int_conv(ctx: NodeContext, x: Tensor, xzp, w: Tensor, wzp, bias=None) -> Te
 
 @onnx_op("ConvInteger", min_opset=10)
 def _conv_integer(ctx: NodeContext):
-    acc = _int_conv(ctx, ctx.input(0, "x"), _opt(ctx, 2, "x_zero_point"), ctx.input(1, "w"),
-                    _opt(ctx, 3, "w_zero_point"))
-    return ops.cast(acc, DType.int32, name=f"conv_integer:{ctx.label}/cast")
+    return _integer_node(ctx, _int_conv, ("x", "w"), "conv_integer")
 
 
 @onnx_op("QLinearConv", min_opset=10)
 def _qlinear_conv(ctx: NodeContext):
-    x, x_s, xzp = ctx.input(0, "x"), ctx.input(1, "x_scale"), _opt(ctx, 2, "x_zero_point")
-    w, w_s, wzp = ctx.input(3, "w"), ctx.input(4, "w_scale"), _opt(ctx, 5, "w_zero_point")
-    y_s, yzp = ctx.input(6, "y_scale"), _opt(ctx, 7, "y_zero_point")
-    acc = _int_conv(ctx, x, xzp, w, wzp, _opt(ctx, 8, "B"))
-    out = yzp.dtype if yzp is not None else x.dtype
-    return quant.requantize(acc, _multiplier(ctx, x_s, w_s, y_s, 0, 1, 4), yzp, out,
-                            name=f"requantize:{ctx.label}")
+    # the accumulator is NCHW (rank 4): scales per output channel along axis 1; B read after input 7
+    return _qlinear_node(ctx, lambda c, x, xzp, w, wzp: _int_conv(c, x, xzp, w, wzp, _opt(c, 8, "B")),
+                         ("x", "w"), 0, 1)
