@@ -3,9 +3,9 @@ onnxruntime and onnx's numpy reference, in one CPU build per check.
 
 Configs: 1-D, 2-D and 3-D windows; both storage orders; pads (beyond half a window too), dilations,
 strides, ceil_mode, auto_pad; a dynamic batch; ties (integer-valued floats and int8/uint8, where a
-window holds its maximum more than once: the first in row-major window order wins); uint8 zeros
-next to padding (the padding must never win). Indices are compared exactly; Y too (a max moves no
-bits).
+window holds its maximum more than once: the first in row-major window order wins; float16 too);
+uint8 zeros next to padding (the padding must never win). Indices are compared exactly; Y too (a
+max moves no bits).
 """
 from __future__ import annotations
 
@@ -38,6 +38,7 @@ def _cases():
                                     "storage_order": 1}),
         _mp("pool3d_ceil_ties", np.round(X5), {"kernel_shape": [3, 2, 3], "strides": [2, 2, 2],
                                                "pads": [1, 0, 1, 1, 1, 0], "ceil_mode": 1}),
+        _mp("f16_ties", TIES4.astype(np.float16), {"kernel_shape": [3, 3], "strides": [1, 2], "pads": [1, 1, 1, 1]}),
         _mp("int8_ties", ints((1, 2, 5, 5), -3, 3, np.int8, seed=6), {"kernel_shape": [2, 2], "pads": [1, 1, 1, 1]}),
         # uint8 pads low with 0 in Y's kernel; a zero next to the pad must still give a real index
         _mp("uint8_zeros", np.zeros((1, 1, 4, 4), np.uint8), {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}),
@@ -54,8 +55,9 @@ def test_indices_match_onnx_reference(tmp_path):
 
 
 def test_big_pads_match_onnxruntime(tmp_path):
-    """Pads beyond half a window (explicit padding in both outputs). onnx.reference differs from
-    onnxruntime here (it indexes into its own padded copy), so onnxruntime alone is the reference."""
+    """Pads beyond half a window (explicit padding in both outputs). onnx.reference's indices are
+    off here (with pads and every stride 1 it counts in its own padded copy: negative indices), so
+    onnxruntime alone is the reference."""
     check_cases([_mp("big_pads", TIES4, {"kernel_shape": [3, 3], "pads": [2, 2, 2, 2]})], tmp_path / "big")
 
 
