@@ -73,3 +73,24 @@ def test_bad_storage_order_is_malformed():
     with pytest.raises(ImportError_, match="storage_order") as e:
         ox.load(c.model)
     assert "(MaxPool, opset 17)" in str(e.value)
+
+
+def test_maxpool_then_maxunpool(tmp_path):
+    """SegNet's pair: MaxPool's Indices feed MaxUnpool (which takes static shapes); against onnxruntime."""
+    import aitgen as ag
+    from onnx_cases import TensorProto, assert_close, helper, ort_run
+    vi = helper.make_tensor_value_info
+    nodes = [helper.make_node("MaxPool", ["x"], ["p", "i"], kernel_shape=[2, 2], strides=[2, 2]),
+             helper.make_node("MaxUnpool", ["p", "i"], ["y"], kernel_shape=[2, 2], strides=[2, 2])]
+    g = helper.make_graph(nodes, "segnet", [vi("x", TensorProto.FLOAT, [2, 3, 6, 4])],
+                          [helper.make_empty_tensor_value_info("y")])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = min(model.ir_version, 10)
+    _, outs = ox.load(model)
+    m = ag.compile_model(outs, target="cpu", workdir=tmp_path / "segnet")
+    for seed in (2, 3):
+        feeds = {"x": np.round(rand((2, 3, 6, 4), seed=seed))}  # ties: the first maximum survives
+        want = ort_run(model, feeds)["y"]
+        assert_close(ag.reference.run(outs, feeds)["y"], want, "oracle")
+        assert_close(m.run(feeds)["y"], want, "CPU build")
+    m.close()
