@@ -190,6 +190,9 @@ def compile_model(outputs: Union[Outputs, Graph], target: str = "auto", workdir:
     t0 = time.perf_counter()
     work = check_workdir(workdir)
     target = pick_target(target)
+    if precision == "int8" and target != "cpu":   # QGEMM/QCONV2D have CPU kernels only (oneDNN int8)
+        raise TargetError(f'precision="int8" runs on the CPU backend only; the target is {target} '
+                          '(pass target="cpu")')
     backend = load_backend(target)
     arch = backend.resolve_arch(arch, cuda_capability)
     graph = outputs.copy() if isinstance(outputs, Graph) else Graph.from_outputs(outputs, name=name)

@@ -5,7 +5,7 @@ import pytest
 
 import aitgen as ag
 from aitgen import nn, ops
-from aitgen.errors import CalibrationError
+from aitgen.errors import CalibrationError, TargetError
 from aitgen.ir.dtype import DType
 from aitgen.ir.graph import Graph
 from aitgen.ir.op import OpKind
@@ -148,6 +148,11 @@ def test_compile_model_checks_calibration_first(tmp_path):
     with pytest.raises(CalibrationError, match="calibration_method"):
         ag.compile_model({"y": y}, target="cpu", workdir=tmp_path, precision="int8", calibration=_feeds(),
                          calibration_method="kl")
+    # the int8 kinds have CPU kernels only: another target is refused before anything is built
+    with pytest.raises(TargetError, match='precision="int8" runs on the CPU backend only'):
+        ag.compile_model({"y": y}, target="cuda", workdir=tmp_path, precision="int8", calibration=_feeds(),
+                         load=False)
+    assert not (tmp_path / "model.json").exists()
 
 
 def test_weight_grids():
