@@ -10,7 +10,7 @@ from pathlib import Path
 from ..errors import OutputDirError, UsageError
 from . import targets
 from .sources import load_outputs
-from .values import output_dir, output_files, parse_config, parse_dims, parse_inputs
+from .values import output_dir, output_files, parse_calibration, parse_config, parse_dims, parse_inputs
 
 
 def is_build_dir(path: str) -> bool:
@@ -105,13 +105,18 @@ def cmd_compile(args) -> int:
     # file takes a while, and a typo in --target should not cost that.
     config, dims = parse_config(args.config), parse_dims(args.dim)
     check_workdir(args.workdir)
+    calibration = parse_calibration(args.calibration)
+    if args.precision == "int8" and calibration is None:
+        raise UsageError("--precision int8 needs --calibration FEED.npz ... (one .npz of inputs per feed)")
+    if calibration is not None and args.precision != "int8":
+        raise UsageError("--calibration applies to --precision int8 only")
     targets.resolve(args.target, args.arch)
     outputs = load_outputs(args.model, config, dims)
     # Build only: a CUDA library builds on a machine without a GPU; `aitgen run` loads it.
     # progress=True: a bar on a terminal, a plain line every few seconds in a log.
     compile_model(outputs, target=args.target, workdir=args.workdir, fusion=not args.no_fusion,
                   arch=args.arch, precision=args.precision, precision_policy=args.precision_policy, progress=True,
-                  load=False)
+                  load=False, calibration=calibration, calibration_method=args.calibration_method)
     meta = json.loads((Path(args.workdir) / "model.json").read_text())
     report = json.loads((Path(args.workdir) / "report.json").read_text())
     print(f"built {args.workdir}: {report['num_ops']} ops -> {report['num_kernels']} kernel calls "

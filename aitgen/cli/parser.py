@@ -64,8 +64,14 @@ def build_parser() -> argparse.ArgumentParser:
     comp.add_argument("--workdir", required=True, help="directory to build into")
     comp.add_argument("--arch", help="CUDA: sm_80 or sm_90a (sm_90 means sm_90a); default: the GPU present, "
                                      "else sm_80. No GPU is needed to build")
-    comp.add_argument("--precision", choices=["float16", "bfloat16"],
-                      help="compute in float16/bfloat16 (inputs and outputs keep their dtypes)")
+    comp.add_argument("--precision", choices=["float16", "bfloat16", "int8"],
+                      help="compute in float16/bfloat16 (inputs and outputs keep their dtypes); int8 "
+                           "(CPU): GEMMs/convs quantised after calibration on --calibration")
+    comp.add_argument("--calibration", nargs="+", action="extend", metavar="FEED.npz",
+                      help="with --precision int8: the calibration feeds, one .npz per feed "
+                           "(numpy.savez(path, **inputs))")
+    comp.add_argument("--calibration-method", choices=["minmax", "percentile", "entropy"], default="minmax",
+                      help="with --precision int8: how activation ranges are chosen (default minmax)")
     comp.add_argument("--precision-policy", choices=["mixed", "uniform"],
                       help="mixed: only GEMM/conv/attention operands narrow (torch.autocast's policy; the CPU's "
                            "default for bfloat16); uniform: every float tensor. Default: the backend's")

@@ -84,6 +84,32 @@ def parse_inputs(items: Sequence[str]) -> dict:
     return feeds
 
 
+def parse_calibration(paths: Optional[Sequence[str]]) -> Optional[list]:
+    """--calibration FILE.npz ...: one feed per file (numpy.savez of name -> array, as Model.run
+    takes them), read without pickles; None when the option is absent."""
+    import numpy as np
+
+    if not paths:
+        return None
+    feeds = []
+    for path in paths:
+        if not os.path.isfile(path):
+            raise UsageError(f"--calibration: no such file: {path}")
+        hint = "save each feed with numpy.savez(path, **inputs)"
+        try:
+            z = np.load(path, allow_pickle=False)
+        except (OSError, ValueError, EOFError) as e:
+            raise UsageError(f"--calibration: cannot read {path} as .npz ({e}); {hint}") from None
+        if not isinstance(z, np.lib.npyio.NpzFile):   # a .npy: one array, no input names
+            raise UsageError(f"--calibration: cannot read {path} as .npz (it holds one unnamed array); {hint}")
+        with z:
+            try:
+                feeds.append({name: z[name] for name in z.files})
+            except (OSError, ValueError, EOFError) as e:   # e.g. an object array: pickles are not read
+                raise UsageError(f"--calibration: cannot read {path} ({e}); {hint}") from None
+    return feeds
+
+
 def output_dir(path: str) -> Path:
     """The folder `aitgen run --out` writes into, created; OutputDirError where it cannot be.
     Checked before the model runs, so a long run is not lost to a typo."""
