@@ -53,7 +53,8 @@ __all__ = ["load", "CONVERTERS", "NodeContext", "onnx_op", "supported_ops", "DEF
 def load(model, *, dim_bounds: Optional[Mapping[str, tuple[int, int]]] = None,
          default_dim_bound: int = DEFAULT_DIM_BOUND,
          input_dtypes: Optional[Mapping[str, object]] = None,
-         constant_inputs: Optional[Mapping[str, object]] = None) -> tuple[dict[str, Tensor], dict[str, Tensor]]:
+         constant_inputs: Optional[Mapping[str, object]] = None,
+         fold_qdq: bool = False) -> tuple[dict[str, Tensor], dict[str, Tensor]]:
     """Import an ONNX model (a path, bytes or onnx.ModelProto) into aitgen Tensors.
 
     Returns (inputs, outputs): dicts ONNX name -> Tensor. `input_dtypes` overrides the element
@@ -62,10 +63,12 @@ def load(model, *, dim_bounds: Optional[Mapping[str, tuple[int, int]]] = None,
     Pad pads, Resize scales fed as graph inputs) require; sizes that other values set (a Reshape
     target, Range, NonZero, TopK's K, reduce axes) are bound during the run (docs/onnx.md). Errors: UnsupportedOpError (naming node, op type and opset) for what
     aitgen cannot express; ImportError_ for a malformed model; UnknownDimError (a ShapeError) for a
-    `dim_bounds` name that is not a symbolic dim of the model's inputs.
+    `dim_bounds` name that is not a symbolic dim of the model's inputs. `fold_qdq` (CPU builds):
+    QuantizeLinear/DequantizeLinear pairs around MatMul/Gemm/Conv become int8 kernels where that
+    is exact (qdq_fold.py says where); without it they import as float composites.
     """
     return load_model(model, dim_bounds=dim_bounds, default_dim_bound=default_dim_bound,
-                      input_dtypes=input_dtypes, constant_inputs=constant_inputs)
+                      input_dtypes=input_dtypes, constant_inputs=constant_inputs, fold_qdq=fold_qdq)
 
 
 def supported_ops() -> list[str]:

@@ -84,7 +84,7 @@ class Loader:
     def __init__(self, model, dim_bounds: Optional[Mapping[str, tuple[int, int]]] = None,
                  default_dim_bound: int = DEFAULT_DIM_BOUND,
                  input_dtypes: Optional[Mapping[str, Any]] = None,
-                 constant_inputs: Optional[Mapping[str, Any]] = None):
+                 constant_inputs: Optional[Mapping[str, Any]] = None, fold_qdq: bool = False):
         self.onnx = onnx_module()
         from onnx import numpy_helper
         self.numpy_helper = numpy_helper
@@ -97,6 +97,9 @@ class Loader:
         self.vars: dict[str, IntVar] = {}
         self._const_cache: dict[str, Tensor] = {}
         self._folding = False
+        self.fold_qdq = fold_qdq        # qdq_fold.py
+        self._producers: dict = {}      # output name -> node of the top-level graph (qdq_fold.py)
+        self._depth = 0                 # subgraphs being converted
         self.opset = self._default_opset()
 
     # -- model-level ----------------------------------------------------------------------------
@@ -180,6 +183,7 @@ class Loader:
             known = sorted(self.vars)
             raise UnknownDimError(f"dim_bounds names {unknown}, which are not symbolic dims of this model's "
                                   f"inputs (its symbolic dims: {known})", unknown, known)
+        self._producers = {o: node for node in g.node for o in node.output if o}
         for idx, node in self._sorted_nodes(g):
             self.convert(node, idx)
         outputs: dict[str, Tensor] = {}
@@ -244,9 +248,11 @@ class Loader:
         self._const_cache = {n: t for n, t in cache.items() if n not in shadow}
         for vi, t in zip(g.input, inputs):
             self.values[vi.name] = t
+        self._depth += 1
         try:
             return self._inline_body(g, ctx)
         finally:
+            self._depth -= 1
             inner = self._const_cache
             self.values.clear()
             self.values.update(before)
@@ -282,6 +288,10 @@ class Loader:
             return self.inline(g, ctx, [v.value if isinstance(v, Folded) else v for v in bindings])
         finally:
             self.values, self._const_cache = saved
+
+    def qdq_producer(self, name: str):
+        """The top-level node producing `name`; None inside a subgraph, whose names may shadow it."""
+        return None if self._depth else self._producers.get(name)
 
     # -- values ----------------------------------------------------------------------------------
     def value_of(self, name: str, ctx: NodeContext) -> Any:
@@ -458,10 +468,11 @@ def _reads_produced(ctx) -> bool:
 
 
 def load_model(model, *, dim_bounds=None, default_dim_bound: int = DEFAULT_DIM_BOUND,
-               input_dtypes=None, constant_inputs=None) -> tuple[dict[str, Tensor], dict[str, Tensor]]:
+               input_dtypes=None, constant_inputs=None,
+               fold_qdq: bool = False) -> tuple[dict[str, Tensor], dict[str, Tensor]]:
     m = read_model(model)
     try:
-        return Loader(m, dim_bounds, default_dim_bound, input_dtypes, constant_inputs).load()
+        return Loader(m, dim_bounds, default_dim_bound, input_dtypes, constant_inputs, fold_qdq).load()
     except AitgenError:
         raise
     except RecursionError as e:

@@ -23,7 +23,7 @@ from ...ir.op import OpKind
 from ...ir.tensor import Tensor, constant
 from ...ops.pool import Pool2dAttrs
 from ...ops.registry import make_op1
-from . import ops_nn3d
+from . import ops_nn3d, qdq_fold
 from ._pool_indices import max_pool_indices
 from .registry import NodeContext, onnx_op
 
@@ -181,8 +181,13 @@ def _conv(ctx: NodeContext):
     strides, dilations, begin, end = window_attrs(ctx, x, kernel, is_pool=False)
     if nsp == 3:
         return ops_nn3d.conv3d(ctx, x, kernel, groups, strides, dilations, begin, end, as_input(ctx, 2, x, "B"))
-    w = _weight(ctx, 1, x, nsp)
     b = as_input(ctx, 2, x, "B")
+    if nsp == 2:
+        y = qdq_fold.fold_conv(ctx, to_nhwc, to_nchw, b, _as_2d(strides, 1), (begin[0], end[0], begin[1], end[1]),
+                               _as_2d(dilations, 1), groups)
+        if y is not None:
+            return y
+    w = _weight(ctx, 1, x, nsp)
     xs = ops.unsqueeze(x, [2]) if nsp == 1 else x
     pad = (0, 0, begin[0], end[0]) if nsp == 1 else (begin[0], end[0], begin[1], end[1])
     y = ops.conv2d(to_nhwc(xs), w, b, stride=_as_2d(strides, 1), padding=pad,
@@ -387,6 +392,10 @@ def _gemm(ctx: NodeContext):
     a = float_input(ctx, 0, "A")
     alpha, beta = float(ctx.attr("alpha", 1.0)), float(ctx.attr("beta", 1.0))
     ta, tb = bool(ctx.attr("transA", 0)), bool(ctx.attr("transB", 0))
+    if not ta and alpha == 1.0 and beta in (0.0, 1.0):
+        y = qdq_fold.fold_matmul(ctx, as_input(ctx, 2, a, "C") if beta else None, tb)
+        if y is not None:
+            return y
     b_val = ctx.const(1)
     b = like(b_val, a) if b_val is not None else as_input(ctx, 1, a, "B")
     if b is None:
@@ -435,7 +444,8 @@ def _matmul(ctx: NodeContext):
         raise ctx.unsupported(f"integer MatMul ({a.dtype}) is not supported (aitgen's GEMMs are float)")
     if b.dtype != a.dtype:
         raise ctx.malformed(f"A is {a.dtype}, B is {b.dtype}")
-    return matmul(ctx, a, b)
+    y = qdq_fold.fold_matmul(ctx)
+    return y if y is not None else matmul(ctx, a, b)
 
 
 # -- softmax family -------------------------------------------------------------------------------
