@@ -6,7 +6,7 @@ One hand-built model holds every folded form (MatMul over a batch with uint8 / z
 int8 / zero point -128 activations, Gemm transB 1 with an int32
 bias DQ'd as onnxruntime writes it, Gemm transB 0, Conv with pads / strides / dilations / groups and
 a bias) and the forms that must not fold (weight zero point 7, activation zero point 128, int8
-activations): ONE CPU build. Activations span both saturations and exact ties of x / scale.
+activations with zero point 0, a weight given at run time): ONE CPU build. Activations span both saturations and exact ties of x / scale.
 
 Tolerances: the folded graph sums the same integers exactly where the QDQ graph (onnx.reference)
 sums their float images, so they differ by float32 rounding only: max error <= 1e-5 x max |y|.
@@ -83,10 +83,14 @@ def _hand_model() -> onnx.ModelProto:
     nodes.append(h.make_node("MatMul", [a, wz], ["keep_wzp"]))
     nodes.append(h.make_node("MatMul", [q_dq("x", "az", zp=128), w1], ["keep_azp"]))
     nodes.append(h.make_node("MatMul", [q_dq("x", "ai", dtype=np.int8), w1], ["keep_int8"]))
-    outs = ["mm", "mm_i8", "gemm_tb", "gemm", "conv", "keep_wzp", "keep_azp", "keep_int8"]
+    ws = init("wr_s", np.float32(0.01))
+    nodes.append(h.make_node("DequantizeLinear", ["wr", ws, init("wr_z", np.int8(0))], ["wr_d"]))
+    nodes.append(h.make_node("MatMul", [a, "wr_d"], ["keep_rt_w"]))   # a weight given at run time
+    outs = ["mm", "mm_i8", "gemm_tb", "gemm", "conv", "keep_wzp", "keep_azp", "keep_int8", "keep_rt_w"]
     g = h.make_graph(nodes, "qdq", [h.make_tensor_value_info("x", T.FLOAT, [2, 3, 16]),
                                     h.make_tensor_value_info("x2", T.FLOAT, [3, 16]),
-                                    h.make_tensor_value_info("xc", T.FLOAT, [2, 4, 7, 8])],
+                                    h.make_tensor_value_info("xc", T.FLOAT, [2, 4, 7, 8]),
+                                    h.make_tensor_value_info("wr", T.INT8, [16, 6])],
                      [h.make_tensor_value_info(o, T.FLOAT, None) for o in outs], inits)
     return h.make_model(g, opset_imports=[h.make_opsetid("", 21)])
 
@@ -111,8 +115,9 @@ def test_hand_qdq_model_folds_and_matches(tmp_path):
     kinds = {k: t.producer.kind for k, t in outs.items()}
     assert kinds["mm"] is kinds["mm_i8"] is kinds["gemm_tb"] is kinds["gemm"] is OpKind.QGEMM
     assert outs["conv"].producer.inputs[0].producer.kind is OpKind.QCONV2D   # under the NCHW permute
-    assert kinds["keep_wzp"] is kinds["keep_azp"] is kinds["keep_int8"] is OpKind.GEMM
-    feeds = {"x": _x((2, 3, 16), 1), "x2": _x((3, 16), 2), "xc": _x((2, 4, 7, 8), 3)}
+    assert kinds["keep_wzp"] is kinds["keep_azp"] is kinds["keep_int8"] is kinds["keep_rt_w"] is OpKind.GEMM
+    feeds = {"x": _x((2, 3, 16), 1), "x2": _x((3, 16), 2), "xc": _x((2, 4, 7, 8), 3),
+             "wr": np.random.default_rng(5).integers(-128, 128, (16, 6)).astype(np.int8)}
     want = dict(zip([o.name for o in model.graph.output], ReferenceEvaluator(model).run(None, feeds)))
     oracle = ag.reference.run(outs, feeds)
     m = ag.compile_model(outs, target="cpu", workdir=str(tmp_path / "b"))

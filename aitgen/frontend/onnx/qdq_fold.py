@@ -86,7 +86,8 @@ def _activation(ctx: NodeContext, i: int) -> Optional[tuple[Tensor, float]]:
         if z is None or z.size != 1 or (z.dtype, int(z.reshape(()))) not in _UINT8_GRID:
             return None
     x = ctx._loader.tensor_of(q.input[0], ctx)
-    return (x, float(s.reshape(()))) if x.dtype is DType.float32 else None
+    # a constant x is left to constant folding, as quantize_int8 leaves it
+    return (x, float(s.reshape(()))) if x.dtype is DType.float32 and not x.is_constant else None
 
 
 def _weight(ctx: NodeContext, i: int, n: int, axis: int) -> Optional[tuple[np.ndarray, np.ndarray]]:
