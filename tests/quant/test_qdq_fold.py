@@ -3,10 +3,12 @@ quantize_static writes them) imported with fold_qdq=True: int8 kernels where exa
 composites elsewhere (aitgen/frontend/onnx/qdq_fold.py).
 
 One hand-built model holds every folded form (MatMul over a batch with uint8 / zero point 0 and
-int8 / zero point -128 activations, Gemm transB 1 with an int32
-bias DQ'd as onnxruntime writes it, Gemm transB 0, Conv with pads / strides / dilations / groups and
-a bias) and the forms that must not fold (weight zero point 7, activation zero point 128, int8
-activations with zero point 0, a weight given at run time): ONE CPU build. Activations span both saturations and exact ties of x / scale.
+int8 / zero point -128 activations, quantised by the kernel; uint8 / 128 and int8 / 0 ones, read as
+Q's integers with the zero point compensated in the bias; Gemm transB 1 with an int32 bias DQ'd as
+onnxruntime writes it, with zero point 0 and -20; Gemm transB 0; Conv with pads / strides /
+dilations / groups and a bias, and without pads under zero point 90) and the forms that must not
+fold (weight zero point 7, padding under a non-zero activation zero point, a weight given at run
+time): ONE CPU build. Activations span both saturations and exact ties of x / scale.
 
 Tolerances: the folded graph sums the same integers exactly where the QDQ graph (onnx.reference)
 sums their float images, so they differ by float32 rounding only: max error <= 1e-5 x max |y|.
@@ -78,15 +80,22 @@ def _hand_model() -> onnx.ModelProto:
                              strides=[2, 1], dilations=[1, 2], group=2))
     # onnxruntime's QInt8 form of a non-negative tensor: zero point -128, the uint8 grid shifted
     nodes.append(h.make_node("MatMul", [q_dq("x", "a8", zp=-128, dtype=np.int8), w1], ["mm_i8"]))
-    # must not fold: weight zero point, activation zero point, int8 activations
+    # other zero points: the kernel reads Q's integers, the bias compensates the zero point
+    nodes.append(h.make_node("MatMul", [q_dq("x", "az", zp=128), w1], ["mm_zp"]))
+    nodes.append(h.make_node("MatMul", [q_dq("x", "ai", dtype=np.int8), w1], ["mm_s8"]))
+    x2z = q_dq("x2", "a2z", zp=-20, dtype=np.int8)
+    nodes.append(h.make_node("Gemm", [x2z, w2, bias_dq("b2z", 5, s2)], ["gemm_zp"], transB=1))
+    cz = q_dq("xc", "cz", zp=90)
+    nodes.append(h.make_node("Conv", [cz, wc], ["conv_zp"], strides=[1, 2], group=2))
+    # must not fold: weight zero point, padding under a zero point, a weight given at run time
     wz, _ = w_dq("wz", (16, 6), 1, zp=7)
     nodes.append(h.make_node("MatMul", [a, wz], ["keep_wzp"]))
-    nodes.append(h.make_node("MatMul", [q_dq("x", "az", zp=128), w1], ["keep_azp"]))
-    nodes.append(h.make_node("MatMul", [q_dq("x", "ai", dtype=np.int8), w1], ["keep_int8"]))
+    nodes.append(h.make_node("Conv", [cz, wc], ["keep_pad_zp"], pads=[1, 1, 1, 1], group=2))
     ws = init("wr_s", np.float32(0.01))
     nodes.append(h.make_node("DequantizeLinear", ["wr", ws, init("wr_z", np.int8(0))], ["wr_d"]))
     nodes.append(h.make_node("MatMul", [a, "wr_d"], ["keep_rt_w"]))   # a weight given at run time
-    outs = ["mm", "mm_i8", "gemm_tb", "gemm", "conv", "keep_wzp", "keep_azp", "keep_int8", "keep_rt_w"]
+    outs = ["mm", "mm_i8", "gemm_tb", "gemm", "conv", "mm_zp", "mm_s8", "gemm_zp", "conv_zp", "keep_wzp",
+            "keep_pad_zp", "keep_rt_w"]
     g = h.make_graph(nodes, "qdq", [h.make_tensor_value_info("x", T.FLOAT, [2, 3, 16]),
                                     h.make_tensor_value_info("x2", T.FLOAT, [3, 16]),
                                     h.make_tensor_value_info("xc", T.FLOAT, [2, 4, 7, 8]),
@@ -113,9 +122,11 @@ def test_hand_qdq_model_folds_and_matches(tmp_path):
     model = _hand_model()
     _, outs = ox.load(model, fold_qdq=True)
     kinds = {k: t.producer.kind for k, t in outs.items()}
-    assert kinds["mm"] is kinds["mm_i8"] is kinds["gemm_tb"] is kinds["gemm"] is OpKind.QGEMM
-    assert outs["conv"].producer.inputs[0].producer.kind is OpKind.QCONV2D   # under the NCHW permute
-    assert kinds["keep_wzp"] is kinds["keep_azp"] is kinds["keep_int8"] is kinds["keep_rt_w"] is OpKind.GEMM
+    for k in ("mm", "mm_i8", "gemm_tb", "gemm", "mm_zp", "mm_s8", "gemm_zp"):
+        assert kinds[k] is OpKind.QGEMM, k
+    for k in ("conv", "conv_zp", "keep_pad_zp"):   # under the NCHW permute
+        assert (outs[k].producer.inputs[0].producer.kind is OpKind.QCONV2D) is (k != "keep_pad_zp"), k
+    assert kinds["keep_wzp"] is kinds["keep_rt_w"] is OpKind.GEMM
     feeds = {"x": _x((2, 3, 16), 1), "x2": _x((3, 16), 2), "xc": _x((2, 4, 7, 8), 3),
              "wr": np.random.default_rng(5).integers(-128, 128, (16, 6)).astype(np.int8)}
     want = dict(zip([o.name for o in model.graph.output], ReferenceEvaluator(model).run(None, feeds)))
@@ -157,18 +168,18 @@ def test_quantize_static_model_folds_and_matches(tmp_path):
     rng = np.random.default_rng(4)
     inits = [nh.from_array(rng.standard_normal((8, 4, 3, 3)).astype(np.float32) * 0.3, "wc"),
              nh.from_array(rng.standard_normal(8).astype(np.float32) * 0.1, "bc"),
-             nh.from_array(rng.standard_normal((8 * 6 * 6, 10)).astype(np.float32) * 0.05, "wm"),
-             nh.from_array(np.array([1, 8 * 6 * 6], np.int64), "flat")]
-    nodes = [h.make_node("Conv", ["x", "wc", "bc"], ["c"], pads=[1, 1, 1, 1]),
+             nh.from_array(rng.standard_normal((8 * 4 * 4, 10)).astype(np.float32) * 0.05, "wm"),
+             nh.from_array(np.array([1, 8 * 4 * 4], np.int64), "flat")]
+    nodes = [h.make_node("Conv", ["x", "wc", "bc"], ["c"]),
              h.make_node("Relu", ["c"], ["r"]), h.make_node("Reshape", ["r", "flat"], ["f"]),
              h.make_node("MatMul", ["f", "wm"], ["y"])]
     g = h.make_graph(nodes, "f", [h.make_tensor_value_info("x", T.FLOAT, [1, 4, 6, 6])],
                      [h.make_tensor_value_info("y", T.FLOAT, [1, 10])], inits)
     fp = tmp_path / "f.onnx"
     onnx.save(h.make_model(g, opset_imports=[h.make_opsetid("", 21)]), fp)   # onnx.reference: DQ from 19
-    # a non-negative image input: onnxruntime's (QInt8 by default) activations then have zero
-    # point -128, the uint8 grid: foldable
-    feeds = [{"x": rng.random((1, 4, 6, 6)).astype(np.float32)} for _ in range(4)]
+    # onnxruntime's activations (QInt8 by default): the signed input gets some zero point (read as
+    # Q's integers, compensated), the ReLU's non-negative output -128 (the uint8 grid)
+    feeds = [{"x": rng.standard_normal((1, 4, 6, 6)).astype(np.float32)} for _ in range(4)]
 
     class Reader(quant.CalibrationDataReader):
         def __init__(self):
@@ -183,7 +194,7 @@ def test_quantize_static_model_folds_and_matches(tmp_path):
     _, outs = ox.load(model, fold_qdq=True)
     kinds = {op.kind for op in _ops(outs)}
     assert OpKind.QCONV2D in kinds and OpKind.QGEMM in kinds, kinds
-    test = {"x": rng.random((1, 4, 6, 6)).astype(np.float32)}
+    test = {"x": rng.standard_normal((1, 4, 6, 6)).astype(np.float32) * 1.5}
     want = ReferenceEvaluator(model).run(None, test)[0]
     got = ag.compile_model(outs, target="cpu", workdir=str(tmp_path / "b")).run(test)["y"]
     _close(ag.reference.run(outs, test)["y"], want, 1e-5, "oracle vs onnx.reference")

@@ -1,23 +1,25 @@
 """QDQ models (onnxruntime's quantize_static, QuantFormat.QDQ) folded into int8 kernels (issue 14).
 
-With load(..., fold_qdq=True), a MatMul / Gemm / 2-D Conv whose activation is DQ(Q(x, s, 0), s, 0)
+With load(..., fold_qdq=True), a MatMul / Gemm / 2-D Conv whose activation is DQ(Q(x, s, zp), s, zp)
 and whose weight is DQ(W, s_w, 0) of a constant int8 W becomes one QGEMM / QCONV2D
-(aitgen/ops/qlinear.py) reading x itself: the integers the QDQ graph defines, summed in int32, then
-dequantised, where the float graph sums their float images. Same numbers up to float rounding.
+(aitgen/ops/qlinear.py): the integers the QDQ graph defines, summed in int32, then dequantised,
+where the float graph sums their float images. Same numbers up to float rounding. Two forms:
+- an activation on QGEMM's uint8 grid [0, 255] (uint8 with zero point 0, or int8 with -128, the
+  same integers shifted: what onnxruntime writes for a non-negative tensor, after a ReLU or an
+  image input): the kernel reads x and quantises it itself, as it does for quantize_int8;
+- any other zero point (onnxruntime's asymmetric activations of signed tensors) or int8: the
+  kernel reads Q's integer output (the composite: ONNX's clamp, [-128, 127] included) as it is,
+  and sum (q - zp) W = sum q W - zp sum W moves the constant second term into the bias. A conv
+  with padding keeps the composites there: the QDQ graph pads with q = zp, the kernel with 0.
 
-Only where that is exact on the CPU that builds the model; everything else keeps the composites of
-ops_quant.py (same numbers as before):
-- the activation must be on QGEMM's uint8 grid [0, 255]: uint8 with zero point 0, or int8 with
-  zero point -128, the same integers shifted (onnxruntime writes either for a non-negative tensor,
-  after a ReLU or an image input). Any other zero point (onnxruntime's asymmetric activations of
-  signed tensors) has no place in the int8 kernels yet, and symmetric int8 activations are
-  quantised by ONNX into [-128, 127], by the kernels into [-127, 127];
-- the weight's zero point must be 0, its scale per tensor or per output channel;
-- scales constant, float32, finite and > 0; Q and DQ of the activation with the same values;
-- VNNI (or AMX) on this CPU: without it oneDNN sums u8 x s8 pairs in int16, which saturates for
+Everything else keeps the composites of ops_quant.py (same numbers as before):
+- a weight zero point other than 0, a weight scale not per tensor or per output channel, a
+  weight computed at run time; per-axis activation scales; a bias computed at run time under a
+  non-zero zero point; scales not constant float32 > 0; Q and DQ of the activation that differ;
+- CPUs without VNNI (or AMX): oneDNN sums u8 x s8 pairs in int16 there, which saturates for
   weights beyond [-63, 63], and a file's weights cannot be re-quantised to fit (quantize_int8's
   weight_grid does that to weights it makes itself);
-- only the top-level graph (a subgraph's names may shadow the producers seen here).
+- subgraphs (their names may shadow the producers seen here).
 
 Opt-in because the int8 kinds have CPU kernels only: a QDQ model imported for another target
 keeps its float composites.
@@ -70,8 +72,11 @@ def _good_scale(s: Optional[np.ndarray]) -> bool:
 _UINT8_GRID = {(np.dtype(np.uint8), 0), (np.dtype(np.int8), -128)}
 
 
-def _activation(ctx: NodeContext, i: int) -> Optional[tuple[Tensor, float]]:
-    """(x, x_scale) for an input i = DQ(Q(x, s, zp), s, zp) on the uint8 grid, else None."""
+def _activation(ctx: NodeContext, i: int) -> Optional[tuple[Tensor, float, DType, int]]:
+    """(x, x_scale, act, zero point) for an input i = DQ(Q(x, s, zp), s, zp), else None. On the
+    uint8 grid x is the float input, which the kernel quantises itself (zero point 0); otherwise x
+    is Q's integer output (the composite, ONNX's own clamp) and the kernel reads it as it is, the
+    zero point left to the caller's compensation."""
     dq = _node(ctx, ctx.input_names[i], "DequantizeLinear")
     q = _node(ctx, dq.input[0], "QuantizeLinear") if dq is not None else None
     if q is None or len(q.input) < 3 or len(dq.input) < 3 or not _plain(q, "block_size", "output_dtype",
@@ -82,12 +87,32 @@ def _activation(ctx: NodeContext, i: int) -> Optional[tuple[Tensor, float]]:
     if not (_good_scale(s) and s.size == 1 and s2 is not None and s2.dtype == s.dtype and s2.size == 1
             and s2.reshape(()) == s.reshape(())):
         return None
-    for z in (zp, zp2):
-        if z is None or z.size != 1 or (z.dtype, int(z.reshape(()))) not in _UINT8_GRID:
-            return None
+    if zp is None or zp2 is None or zp.dtype not in (np.uint8, np.int8) or zp2.dtype != zp.dtype \
+            or zp.size != 1 or zp2.size != 1 or zp.reshape(()) != zp2.reshape(()):
+        return None
     x = ctx._loader.tensor_of(q.input[0], ctx)
     # a constant x is left to constant folding, as quantize_int8 leaves it
-    return (x, float(s.reshape(()))) if x.dtype is DType.float32 and not x.is_constant else None
+    if x.dtype is not DType.float32 or x.is_constant:
+        return None
+    scale = float(s.reshape(()))
+    if (zp.dtype, int(zp.reshape(()))) in _UINT8_GRID:
+        return x, scale, DType.uint8, 0
+    xq = ctx._loader.tensor_of(q.output[0], ctx)
+    return xq, scale, xq.dtype, int(zp.reshape(()))
+
+
+def _compensated(bias, n: int, zp: int, xs: float, ws: np.ndarray, colsum: np.ndarray):
+    """The bias less x_scale * w_scale[n] * zp * sum_k W[k, n]: sum (q - zp) W = sum q W - zp sum W,
+    the second term a constant per output channel. In float64, rounded once to float32: the
+    result differs from the QDQ graph's by float rounding only. None (no fold) for a bias computed
+    at run time."""
+    if zp == 0:
+        return bias
+    if bias is not None and not bias.is_constant:
+        return False
+    b = np.zeros(n) if bias is None else bias.value.astype(np.float64)
+    comp = (np.float32(xs) * ws).astype(np.float32).astype(np.float64) * zp * colsum.astype(np.float64)
+    return constant((b - comp).astype(np.float32), DType.float32)
 
 
 def _weight(ctx: NodeContext, i: int, n: int, axis: int) -> Optional[tuple[np.ndarray, np.ndarray]]:
@@ -140,8 +165,12 @@ def fold_matmul(ctx: NodeContext, bias: Optional[Tensor] = None, trans_b: bool =
     if wq is None or _bias(bias, n) is False or act[0].shape[-1] != IntImm(w0.shape[1 if trans_b else 0]) \
             or not _exact_here():
         return None
-    ins, base = _operands(ctx, act[0], act[1], wq[0], wq[1], bias)
-    return make_op1(OpKind.QGEMM, ins, QGemmAttrs(trans_b=trans_b, act=DType.uint8), base)
+    x, xs, kind, zp = act
+    bias = _compensated(bias, n, zp, xs, wq[1], wq[0].astype(np.int64).sum(axis=1 if trans_b else 0))
+    if bias is False:
+        return None
+    ins, base = _operands(ctx, x, xs, wq[0], wq[1], bias)
+    return make_op1(OpKind.QGEMM, ins, QGemmAttrs(trans_b=trans_b, act=kind), base)
 
 
 def fold_conv(ctx: NodeContext, to_nhwc, to_nchw, bias: Optional[Tensor], stride, padding, dilation,
@@ -154,9 +183,14 @@ def fold_conv(ctx: NodeContext, to_nhwc, to_nchw, bias: Optional[Tensor], stride
     if act is None or w0 is None or w0.ndim != 4 or act[0].ndim != 4:
         return None
     wq = _weight(ctx, 1, w0.shape[0], 0)
-    if wq is None or _bias(bias, w0.shape[0]) is False or not _exact_here():
+    x, xs, kind, zp = act
+    # padding: the QDQ graph pads with real 0, that is q = zp, the kernel with q = 0; the constant
+    # compensation is right only where no tap reads padding
+    if wq is None or _bias(bias, w0.shape[0]) is False or (zp and any(padding)) or not _exact_here():
         return None
-    ins, base = _operands(ctx, to_nhwc(act[0]), act[1], np.ascontiguousarray(wq[0].transpose(0, 2, 3, 1)),
-                          wq[1], bias)
-    attrs = QConv2dAttrs(tuple(stride), tuple(padding), tuple(dilation), groups, DType.uint8)
+    bias = _compensated(bias, w0.shape[0], zp, xs, wq[1], wq[0].astype(np.int64).sum(axis=(1, 2, 3)))
+    if bias is False:
+        return None
+    ins, base = _operands(ctx, to_nhwc(x), xs, np.ascontiguousarray(wq[0].transpose(0, 2, 3, 1)), wq[1], bias)
+    attrs = QConv2dAttrs(tuple(stride), tuple(padding), tuple(dilation), groups, kind)
     return to_nchw(make_op1(OpKind.QCONV2D, ins, attrs, base))
