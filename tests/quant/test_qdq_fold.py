@@ -6,9 +6,8 @@ One hand-built model holds every folded form (MatMul over a batch with uint8 / z
 int8 / zero point -128 activations, quantised by the kernel; uint8 / 128 and int8 / 0 ones, read as
 Q's integers with the zero point compensated in the bias; Gemm transB 1 with an int32 bias DQ'd as
 onnxruntime writes it, with zero point 0 and -20; Gemm transB 0; Conv with pads / strides /
-dilations / groups and a bias, and without pads under zero point 90) and the forms that must not
-fold (weight zero point 7, padding under a non-zero activation zero point, a weight given at run
-time): ONE CPU build. Activations span both saturations and exact ties of x / scale.
+dilations / groups and a bias, and under zero point 90 without and with pads, a Pad of 90 then)
+and the forms that must not fold (weight zero point 7, a weight given at run time): ONE CPU build. Activations span both saturations and exact ties of x / scale.
 
 Tolerances: the folded graph sums the same integers exactly where the QDQ graph (onnx.reference)
 sums their float images, so they differ by float32 rounding only: max error <= 1e-5 x max |y|.
@@ -87,15 +86,15 @@ def _hand_model() -> onnx.ModelProto:
     nodes.append(h.make_node("Gemm", [x2z, w2, bias_dq("b2z", 5, s2)], ["gemm_zp"], transB=1))
     cz = q_dq("xc", "cz", zp=90)
     nodes.append(h.make_node("Conv", [cz, wc], ["conv_zp"], strides=[1, 2], group=2))
-    # must not fold: weight zero point, padding under a zero point, a weight given at run time
+    nodes.append(h.make_node("Conv", [cz, wc], ["conv_pad_zp"], pads=[1, 2, 0, 1], group=2))
+    # must not fold: weight zero point, a weight given at run time
     wz, _ = w_dq("wz", (16, 6), 1, zp=7)
     nodes.append(h.make_node("MatMul", [a, wz], ["keep_wzp"]))
-    nodes.append(h.make_node("Conv", [cz, wc], ["keep_pad_zp"], pads=[1, 1, 1, 1], group=2))
     ws = init("wr_s", np.float32(0.01))
     nodes.append(h.make_node("DequantizeLinear", ["wr", ws, init("wr_z", np.int8(0))], ["wr_d"]))
     nodes.append(h.make_node("MatMul", [a, "wr_d"], ["keep_rt_w"]))   # a weight given at run time
-    outs = ["mm", "mm_i8", "gemm_tb", "gemm", "conv", "mm_zp", "mm_s8", "gemm_zp", "conv_zp", "keep_wzp",
-            "keep_pad_zp", "keep_rt_w"]
+    outs = ["mm", "mm_i8", "gemm_tb", "gemm", "conv", "mm_zp", "mm_s8", "gemm_zp", "conv_zp", "conv_pad_zp",
+            "keep_wzp", "keep_rt_w"]
     g = h.make_graph(nodes, "qdq", [h.make_tensor_value_info("x", T.FLOAT, [2, 3, 16]),
                                     h.make_tensor_value_info("x2", T.FLOAT, [3, 16]),
                                     h.make_tensor_value_info("xc", T.FLOAT, [2, 4, 7, 8]),
@@ -124,8 +123,8 @@ def test_hand_qdq_model_folds_and_matches(tmp_path):
     kinds = {k: t.producer.kind for k, t in outs.items()}
     for k in ("mm", "mm_i8", "gemm_tb", "gemm", "mm_zp", "mm_s8", "gemm_zp"):
         assert kinds[k] is OpKind.QGEMM, k
-    for k in ("conv", "conv_zp", "keep_pad_zp"):   # under the NCHW permute
-        assert (outs[k].producer.inputs[0].producer.kind is OpKind.QCONV2D) is (k != "keep_pad_zp"), k
+    for k in ("conv", "conv_zp", "conv_pad_zp"):   # under the NCHW permute
+        assert outs[k].producer.inputs[0].producer.kind is OpKind.QCONV2D, k
     assert kinds["keep_wzp"] is kinds["keep_rt_w"] is OpKind.GEMM
     feeds = {"x": _x((2, 3, 16), 1), "x2": _x((3, 16), 2), "xc": _x((2, 4, 7, 8), 3),
              "wr": np.random.default_rng(5).integers(-128, 128, (16, 6)).astype(np.int8)}

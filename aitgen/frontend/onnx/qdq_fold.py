@@ -9,8 +9,8 @@ where the float graph sums their float images. Same numbers up to float rounding
   image input): the kernel reads x and quantises it itself, as it does for quantize_int8;
 - any other zero point (onnxruntime's asymmetric activations of signed tensors) or int8: the
   kernel reads Q's integer output (the composite: ONNX's clamp, [-128, 127] included) as it is,
-  and sum (q - zp) W = sum q W - zp sum W moves the constant second term into the bias. A conv
-  with padding keeps the composites there: the QDQ graph pads with q = zp, the kernel with 0.
+  and sum (q - zp) W = sum q W - zp sum W moves the constant second term into the bias. A conv's
+  padding is then a Pad of zp before it: the QDQ graph pads with real 0, that is q = zp.
 
 Everything else keeps the composites of ops_quant.py (same numbers as before):
 - a weight zero point other than 0, a weight scale not per tensor or per output channel, a
@@ -30,6 +30,7 @@ from typing import Optional
 
 import numpy as np
 
+from ... import ops
 from ...ir.dims import IntImm
 from ...ir.dtype import DType
 from ...ir.op import OpKind
@@ -184,13 +185,18 @@ def fold_conv(ctx: NodeContext, to_nhwc, to_nchw, bias: Optional[Tensor], stride
         return None
     wq = _weight(ctx, 1, w0.shape[0], 0)
     x, xs, kind, zp = act
-    # padding: the QDQ graph pads with real 0, that is q = zp, the kernel with q = 0; the constant
-    # compensation is right only where no tap reads padding
-    if wq is None or _bias(bias, w0.shape[0]) is False or (zp and any(padding)) or not _exact_here():
+    if wq is None or _bias(bias, w0.shape[0]) is False or not _exact_here():
         return None
     bias = _compensated(bias, w0.shape[0], zp, xs, wq[1], wq[0].astype(np.int64).sum(axis=(1, 2, 3)))
     if bias is False:
         return None
-    ins, base = _operands(ctx, to_nhwc(x), xs, np.ascontiguousarray(wq[0].transpose(0, 2, 3, 1)), wq[1], bias)
+    x = to_nhwc(x)
+    if zp and any(padding):
+        # the QDQ graph pads with real 0, that is q = zp, the kernel would pad with q = 0: the
+        # padding is made here, of zp, so that the constant compensation holds at every tap
+        t, b, l, r = padding
+        x = ops.pad(x, ((0, 0), (t, b), (l, r), (0, 0)), value=float(zp), name=f"qdq:{ctx.label}/pad_zero_point")
+        padding = (0, 0, 0, 0)
+    ins, base = _operands(ctx, x, xs, np.ascontiguousarray(wq[0].transpose(0, 2, 3, 1)), wq[1], bias)
     attrs = QConv2dAttrs(tuple(stride), tuple(padding), tuple(dilation), groups, kind)
     return to_nchw(make_op1(OpKind.QCONV2D, ins, attrs, base))
