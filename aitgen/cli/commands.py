@@ -110,8 +110,11 @@ def cmd_compile(args) -> int:
         raise UsageError("--precision int8 needs --calibration FEED.npz ... (one .npz of inputs per feed)")
     if calibration is not None and args.precision != "int8":
         raise UsageError("--calibration applies to --precision int8 only")
-    targets.resolve(args.target, args.arch)
-    outputs = load_outputs(args.model, config, dims)
+    backend, _ = targets.resolve(args.target, args.arch)
+    if args.fold_qdq and backend != "cpu":
+        raise UsageError(f"--fold-qdq builds int8 kernels, which the CPU has only (--target {args.target} "
+                         f"picked {backend})")
+    outputs = load_outputs(args.model, config, dims, fold_qdq=args.fold_qdq)
     # Build only: a CUDA library builds on a machine without a GPU; `aitgen run` loads it.
     # progress=True: a bar on a terminal, a plain line every few seconds in a log.
     compile_model(outputs, target=args.target, workdir=args.workdir, fusion=not args.no_fusion,

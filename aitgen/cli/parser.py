@@ -75,6 +75,9 @@ def build_parser() -> argparse.ArgumentParser:
     comp.add_argument("--precision-policy", choices=["mixed", "uniform"],
                       help="mixed: only GEMM/conv/attention operands narrow (torch.autocast's policy; the CPU's "
                            "default for bfloat16); uniform: every float tensor. Default: the backend's")
+    comp.add_argument("--fold-qdq", action="store_true",
+                      help="model.onnx on the CPU: QuantizeLinear/DequantizeLinear pairs around MatMul/Gemm/Conv "
+                           "(onnxruntime's QDQ format) become int8 kernels where that is exact")
     comp.add_argument("--no-fusion", action="store_true", help="skip the fusion passes")
     comp.add_argument("--config", action="append", metavar="KEY=VALUE", help=_CONFIG_HELP)
     comp.add_argument("--dim", action="append", metavar="NAME=LB:UB", help=_DIM_HELP)

@@ -13,11 +13,13 @@ from ..errors import UnknownDimError, UsageError
 FORMS = "module.py:function, zoo:NAME or model.onnx"
 
 
-def load_outputs(spec: str, config: Optional[dict] = None, dims: Optional[dict] = None):
+def load_outputs(spec: str, config: Optional[dict] = None, dims: Optional[dict] = None, fold_qdq: bool = False):
     """`path/to/module.py:function` (or `zoo:NAME`, built with `config`, or `model.onnx`, its symbolic
-    dims bounded by `dims`) -> the outputs it returns."""
+    dims bounded by `dims`, its QDQ pairs folded with `fold_qdq`) -> the outputs it returns."""
     if spec.lower().endswith(".onnx"):
-        return _onnx(spec, config, dims)
+        return _onnx(spec, config, dims, fold_qdq)
+    if fold_qdq:
+        raise UsageError("--fold-qdq applies to .onnx models only")
     if dims:
         raise UsageError("--dim applies to .onnx models only (a zoo model takes its dims as --config NAME=LB:UB)")
     if spec.startswith("zoo:"):
@@ -27,7 +29,7 @@ def load_outputs(spec: str, config: Optional[dict] = None, dims: Optional[dict] 
     return _module(spec)
 
 
-def _onnx(spec: str, config, dims):
+def _onnx(spec: str, config, dims, fold_qdq: bool = False):
     if not os.path.exists(spec):
         raise UsageError(f"no such file: {spec}")
     if not os.path.isfile(spec):
@@ -36,7 +38,7 @@ def _onnx(spec: str, config, dims):
         raise UsageError("--config applies to zoo:NAME models only (an ONNX model takes --dim NAME=LB:UB)")
     from ..frontend.onnx import load
     try:
-        _, outputs = load(spec, dim_bounds=dims)
+        _, outputs = load(spec, dim_bounds=dims, fold_qdq=fold_qdq)
     except UnknownDimError as e:
         raise UsageError(f"--dim {', '.join(e.unknown)}: {spec} has no such dim; its symbolic dims: "
                          f"{', '.join(e.known) or '(none: every dim is fixed)'}") from None

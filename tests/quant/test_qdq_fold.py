@@ -204,3 +204,28 @@ def test_quantize_static_model_folds_and_matches(tmp_path):
         import onnxruntime as ort
         sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
         _close(got, sess.run(None, test)[0], 1e-4, "CPU build vs onnxruntime")
+
+
+def test_cli_fold_qdq(tmp_path, capsys):
+    """`aitgen compile model.onnx --fold-qdq`: the API's fold; refused (usage error, exit 2) for a
+    model that is not ONNX and for a target other than the CPU, before anything is built."""
+    import json
+
+    from aitgen.cli import main
+    path = tmp_path / "qdq.onnx"
+    onnx.save(_hand_model(), path)
+    base = ["compile", str(path), "--workdir", str(tmp_path / "w"), "--fold-qdq"]
+    for extra, msg in ((["--target", "cuda"], "CPU has only"),):
+        with pytest.raises(SystemExit, match=msg) as e:
+            main(base + extra)
+        assert e.value.code == 2
+    mod = tmp_path / "m.py"
+    mod.write_text("from aitgen import ops\nimport aitgen as ag\n"
+                   "def build():\n    return {'y': ops.relu(ag.Tensor([2], dtype='float32', name='x'))}\n")
+    with pytest.raises(SystemExit, match=".onnx models only") as e:
+        main(["compile", f"{mod}:build", "--target", "cpu", "--workdir", str(tmp_path / "w"), "--fold-qdq"])
+    assert not (tmp_path / "w" / "model.json").exists()
+    if VNNI:
+        assert main(base + ["--target", "cpu"]) == 0
+        report = json.loads((tmp_path / "w" / "report.json").read_text())
+        assert report["precision"]["int8"] == {"qgemm": 7, "qconv2d": 3}, report["precision"]
