@@ -6,8 +6,8 @@ One hand-built model holds every folded form (MatMul over a batch with uint8 / z
 int8 / zero point -128 activations, quantised by the kernel; uint8 / 128 and int8 / 0 ones, read as
 Q's integers with the zero point compensated in the bias; Gemm transB 1 with an int32 bias DQ'd as
 onnxruntime writes it, with zero point 0 and -20; Gemm transB 0; Conv with pads / strides /
-dilations / groups and a bias, and under zero point 90 without and with pads, a Pad of 90 then)
-and the forms that must not fold (weight zero point 7, a weight given at run time): ONE CPU build. Activations span both saturations and exact ties of x / scale.
+dilations / groups and a bias, and under zero point 90 without and with pads, a Pad of 90 then;
+a Relu and an Add after one) and the forms that must not fold (weight zero point 7, a weight given at run time): ONE CPU build. Activations span both saturations and exact ties of x / scale.
 
 Tolerances: the folded graph sums the same integers exactly where the QDQ graph (onnx.reference)
 sums their float images, so they differ by float32 rounding only: max error <= 1e-5 x max |y|.
@@ -87,6 +87,11 @@ def _hand_model() -> onnx.ModelProto:
     cz = q_dq("xc", "cz", zp=90)
     nodes.append(h.make_node("Conv", [cz, wc], ["conv_zp"], strides=[1, 2], group=2))
     nodes.append(h.make_node("Conv", [cz, wc], ["conv_pad_zp"], pads=[1, 2, 0, 1], group=2))
+    # float ops after a folded one (fusion passes meet the int8 kind before quantize_int8's place)
+    nodes.append(h.make_node("MatMul", ["az", w3], ["mm_zp3"]))
+    nodes.append(h.make_node("Relu", ["mm_zp3"], ["mm_zp3_relu"]))
+    nodes.append(h.make_node("Add", ["mm_zp3_relu", init("res", rng.standard_normal(4).astype(np.float32))],
+                             ["mm_zp_relu_add"]))
     # must not fold: weight zero point, a weight given at run time
     wz, _ = w_dq("wz", (16, 6), 1, zp=7)
     nodes.append(h.make_node("MatMul", [a, wz], ["keep_wzp"]))
@@ -94,7 +99,7 @@ def _hand_model() -> onnx.ModelProto:
     nodes.append(h.make_node("DequantizeLinear", ["wr", ws, init("wr_z", np.int8(0))], ["wr_d"]))
     nodes.append(h.make_node("MatMul", [a, "wr_d"], ["keep_rt_w"]))   # a weight given at run time
     outs = ["mm", "mm_i8", "gemm_tb", "gemm", "conv", "mm_zp", "mm_s8", "gemm_zp", "conv_zp", "conv_pad_zp",
-            "keep_wzp", "keep_rt_w"]
+            "mm_zp_relu_add", "keep_wzp", "keep_rt_w"]
     g = h.make_graph(nodes, "qdq", [h.make_tensor_value_info("x", T.FLOAT, [2, 3, 16]),
                                     h.make_tensor_value_info("x2", T.FLOAT, [3, 16]),
                                     h.make_tensor_value_info("xc", T.FLOAT, [2, 4, 7, 8]),
@@ -228,4 +233,4 @@ def test_cli_fold_qdq(tmp_path, capsys):
     if VNNI:
         assert main(base + ["--target", "cpu"]) == 0
         report = json.loads((tmp_path / "w" / "report.json").read_text())
-        assert report["precision"]["int8"] == {"qgemm": 7, "qconv2d": 3}, report["precision"]
+        assert report["precision"]["int8"] == {"qgemm": 8, "qconv2d": 3}, report["precision"]
