@@ -2,12 +2,14 @@
 quantize_static writes them) imported with fold_qdq=True: int8 kernels where exact, float
 composites elsewhere (aitgen/frontend/onnx/qdq_fold.py).
 
-One hand-built model holds every folded form (MatMul over a batch with uint8 / zero point 0 and
-int8 / zero point -128 activations, quantised by the kernel; uint8 / 128 and int8 / 0 ones, read as
-Q's integers with the zero point compensated in the bias; Gemm transB 1 with an int32 bias DQ'd as
-onnxruntime writes it, with zero point 0 and -20; Gemm transB 0; Conv with pads / strides /
-dilations / groups and a bias, and under zero point 90 without and with pads, a Pad of 90 then;
-a Relu and an Add after one) and the forms that must not fold (weight zero point 7, a weight given at run time): ONE CPU build. Activations span both saturations and exact ties of x / scale.
+One hand-built model holds every folded form (MatMul over a batch with uint8 / zero point 0,
+given or left out, and int8 / zero point -128 activations, quantised by the kernel; uint8 / 128 and
+int8 / 0 ones, read as Q's integers with the zero point compensated in the bias; Gemm transB 1 with
+an int32 bias DQ'd as onnxruntime writes it, with zero point 0 and -20; Gemm transB 0; Conv with
+pads / strides / dilations / groups and a bias, and under zero point 90 without and with pads, a
+Pad of 90 then; a Relu and an Add after one) and the forms that must not fold (weight zero point
+7, a weight given at run time): ONE CPU build. Activations span both saturations and exact ties
+of x / scale.
 
 Tolerances: the folded graph sums the same integers exactly where the QDQ graph (onnx.reference)
 sums their float images, so they differ by float32 rounding only: max error <= 1e-5 x max |y|.
@@ -77,6 +79,9 @@ def _hand_model() -> onnx.ModelProto:
     wc, sc = w_dq("wc", (6, 2, 3, 3), 0)
     nodes.append(h.make_node("Conv", [c, wc, bias_dq("bc", 6, sc)], ["conv"], pads=[1, 0, 2, 1],
                              strides=[2, 1], dilations=[1, 2], group=2))
+    s0 = init("s0", SX)   # zero points left out: uint8 0
+    nodes += [h.make_node("QuantizeLinear", ["x", s0], ["x0_q"]), h.make_node("DequantizeLinear", ["x0_q", s0], ["x0"]),
+              h.make_node("MatMul", ["x0", w1], ["mm_nozp"])]
     # onnxruntime's QInt8 form of a non-negative tensor: zero point -128, the uint8 grid shifted
     nodes.append(h.make_node("MatMul", [q_dq("x", "a8", zp=-128, dtype=np.int8), w1], ["mm_i8"]))
     # other zero points: the kernel reads Q's integers, the bias compensates the zero point
@@ -98,7 +103,7 @@ def _hand_model() -> onnx.ModelProto:
     ws = init("wr_s", np.float32(0.01))
     nodes.append(h.make_node("DequantizeLinear", ["wr", ws, init("wr_z", np.int8(0))], ["wr_d"]))
     nodes.append(h.make_node("MatMul", [a, "wr_d"], ["keep_rt_w"]))   # a weight given at run time
-    outs = ["mm", "mm_i8", "gemm_tb", "gemm", "conv", "mm_zp", "mm_s8", "gemm_zp", "conv_zp", "conv_pad_zp",
+    outs = ["mm", "mm_nozp", "mm_i8", "gemm_tb", "gemm", "conv", "mm_zp", "mm_s8", "gemm_zp", "conv_zp", "conv_pad_zp",
             "mm_zp_relu_add", "keep_wzp", "keep_rt_w"]
     g = h.make_graph(nodes, "qdq", [h.make_tensor_value_info("x", T.FLOAT, [2, 3, 16]),
                                     h.make_tensor_value_info("x2", T.FLOAT, [3, 16]),
@@ -126,7 +131,7 @@ def test_hand_qdq_model_folds_and_matches(tmp_path):
     model = _hand_model()
     _, outs = ox.load(model, fold_qdq=True)
     kinds = {k: t.producer.kind for k, t in outs.items()}
-    for k in ("mm", "mm_i8", "gemm_tb", "gemm", "mm_zp", "mm_s8", "gemm_zp"):
+    for k in ("mm", "mm_nozp", "mm_i8", "gemm_tb", "gemm", "mm_zp", "mm_s8", "gemm_zp"):
         assert kinds[k] is OpKind.QGEMM, k
     for k in ("conv", "conv_zp", "conv_pad_zp"):   # under the NCHW permute
         assert outs[k].producer.inputs[0].producer.kind is OpKind.QCONV2D, k
@@ -233,4 +238,4 @@ def test_cli_fold_qdq(tmp_path, capsys):
     if VNNI:
         assert main(base + ["--target", "cpu"]) == 0
         report = json.loads((tmp_path / "w" / "report.json").read_text())
-        assert report["precision"]["int8"] == {"qgemm": 8, "qconv2d": 3}, report["precision"]
+        assert report["precision"]["int8"] == {"qgemm": 9, "qconv2d": 3}, report["precision"]

@@ -80,11 +80,10 @@ def _activation(ctx: NodeContext, i: int) -> Optional[tuple[Tensor, float, DType
     zero point left to the caller's compensation."""
     dq = _node(ctx, ctx.input_names[i], "DequantizeLinear")
     q = _node(ctx, dq.input[0], "QuantizeLinear") if dq is not None else None
-    if q is None or len(q.input) < 3 or len(dq.input) < 3 or not _plain(q, "block_size", "output_dtype",
-                                                                          "precision") \
+    if q is None or not _plain(q, "block_size", "output_dtype", "precision") \
             or not _plain(dq, "block_size", "output_dtype"):
         return None
-    s, zp, s2, zp2 = _const(ctx, q, 1), _const(ctx, q, 2), _const(ctx, dq, 1), _const(ctx, dq, 2)
+    s, zp, s2, zp2 = _const(ctx, q, 1), _zero_point(ctx, q), _const(ctx, dq, 1), _zero_point(ctx, dq)
     if not (_good_scale(s) and s.size == 1 and s2 is not None and s2.dtype == s.dtype and s2.size == 1
             and s2.reshape(()) == s.reshape(())):
         return None
@@ -100,6 +99,13 @@ def _activation(ctx: NodeContext, i: int) -> Optional[tuple[Tensor, float, DType
         return x, scale, DType.uint8, 0
     xq = ctx._loader.tensor_of(q.output[0], ctx)
     return xq, scale, xq.dtype, int(zp.reshape(()))
+
+
+def _zero_point(ctx: NodeContext, node) -> Optional[np.ndarray]:
+    """Input 2 of a Q/DQ node; left out, ONNX's default: uint8 0 (output_dtype is refused above)."""
+    if len(node.input) < 3 or not node.input[2]:
+        return np.zeros((), np.uint8)
+    return _const(ctx, node, 2)
 
 
 def _compensated(bias, n: int, zp: int, xs: float, ws: np.ndarray, colsum: np.ndarray):
