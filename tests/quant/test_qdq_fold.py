@@ -239,3 +239,36 @@ def test_cli_fold_qdq(tmp_path, capsys):
         assert main(base + ["--target", "cpu"]) == 0
         report = json.loads((tmp_path / "w" / "report.json").read_text())
         assert report["precision"]["int8"] == {"qgemm": 9, "qconv2d": 3}, report["precision"]
+
+
+def test_subgraphs_keep_the_composites():
+    """A MatMul inside an If branch reading a name the branch defines (an initializer) that the
+    top-level graph also defines, as DQ(Q(x)): the fold reads only the top-level graph's producers,
+    so it must not take the branch's operand for the top-level's; the branch keeps its float ops."""
+    rng = np.random.default_rng(6)
+    sx, z = nh.from_array(SX, "sx"), nh.from_array(np.uint8(0), "zx")
+
+    def branch(tag):
+        d = nh.from_array(rng.standard_normal((3, 16)).astype(np.float32), "d")   # shadows the outer "d"
+        return h.make_graph([h.make_node("MatMul", ["d", "wd"], [f"y{tag}"])], tag, [],
+                            [h.make_tensor_value_info(f"y{tag}", T.FLOAT, [3, 4])], [d])
+
+    w = nh.from_array(rng.integers(-127, 128, (16, 4)).astype(np.int8), "w")
+    ws = nh.from_array(np.full(4, 0.01, np.float32), "ws")
+    nodes = [h.make_node("QuantizeLinear", ["x", "sx", "zx"], ["q"]),
+             h.make_node("DequantizeLinear", ["q", "sx", "zx"], ["d"]),
+             h.make_node("DequantizeLinear", ["w", "ws"], ["wd"], axis=1),
+             h.make_node("If", ["c"], ["y"], then_branch=branch("t"), else_branch=branch("e"))]
+    g = h.make_graph(nodes, "if", [h.make_tensor_value_info("c", T.BOOL, []),
+                                   h.make_tensor_value_info("x", T.FLOAT, [3, 16])],
+                     [h.make_tensor_value_info("y", T.FLOAT, [3, 4]), h.make_tensor_value_info("d", T.FLOAT, [3, 16])],
+                     [sx, z, w, ws])
+    model = h.make_model(g, opset_imports=[h.make_opsetid("", 21)])
+    _, outs = ox.load(model, fold_qdq=True)
+    assert not any(op.kind in (OpKind.QGEMM, OpKind.QCONV2D) for op in _ops(outs))
+    # against the import without the fold (the branch's own "d", lexically): onnx.reference reads
+    # the outer "d" there; ONNX leaves such shadowing undefined, and the fold must not change it
+    _, plain = ox.load(model)
+    for c in (True, False):
+        feeds = {"c": np.array(c), "x": _x((3, 16), 7)}
+        _close(ag.reference.run(outs, feeds)["y"], ag.reference.run(plain, feeds)["y"], 0, f"If {c}")
