@@ -131,7 +131,12 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     os.environ["OMP_NUM_THREADS"] = str(args.threads)  # before anything loads OpenMP
     load0 = os.getloadavg()[0]
-    results = {name: bench_model(name, args) for name in args.models}
+    return write_results(args, {name: bench_model(name, args) for name in args.models}, load0)
+
+
+def write_results(args, results: dict, load0: float) -> int:
+    """The JSON (environment with the CPU ISA, per-model results) at args.out, and a summary on
+    stdout: errors against torch float32 and the medians (cpu_int8.py writes through this too)."""
     env = peers.environment(args, load0)
     env["cpu_isa"] = cpu_isa()
     doc = {"environment": env, "results": results}

@@ -28,7 +28,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-import cpu_bf16  # noqa: E402  (cpu_isa, max_abs)
+import cpu_bf16  # noqa: E402  (max_abs, write_results)
 import cpu_vs_peers as peers  # noqa: E402  (CONFIGS, make_feeds, nchw, runners, interleave, environment)
 
 TARGET_SPEEDUP = 1.3
@@ -144,18 +144,7 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     os.environ["OMP_NUM_THREADS"] = str(args.threads)  # before anything loads OpenMP
     load0 = os.getloadavg()[0]
-    results = {name: bench_model(name, args) for name in args.models}
-    env = peers.environment(args, load0)
-    env["cpu_isa"] = cpu_isa()
-    doc = {"environment": env, "results": results}
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(doc, indent=1) + "\n")
-    for name, e in results.items():
-        print(name, "max abs err vs torch fp32:", {k: round(max(v.values()), 4)
-                                                  for k, v in e["max_abs_err_vs_torch_fp32"].items()})
-        print(name, "median ms:", {k: round(v, 2) for k, v in e["median_ms"].items()})
-    print("wrote", args.out)
-    return 0
+    return cpu_bf16.write_results(args, {name: bench_model(name, args) for name in args.models}, load0)
 
 
 if __name__ == "__main__":

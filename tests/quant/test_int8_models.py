@@ -63,6 +63,18 @@ def int8_primitives(report):
     return [p for p in report["onednn_primitives"] if p["primitive"].endswith("_int8")]
 
 
+
+def matches_both_oracles(m, g, outputs, test, rel):
+    """The build against the oracle of its quantised graph (tightly) and of the float32 model
+    (within `rel` relative error), then closed."""
+    got = m.run(test)
+    want_q = ag.reference.run(g, test)
+    want_f = ag.reference.run(outputs, test)
+    for k in got:
+        close_to_oracle(got[k], want_q[k])
+        assert rel_err(got[k], want_f[k]) < rel, k
+    m.close()
+
 def test_mlp_int8_equals_its_oracle_and_stays_usable(tmp_path):
     nn.manual_seed(0)
     x = ag.Tensor([ag.IntVar("batch", 1, 8), 32], dtype="float32", name="x")
@@ -96,14 +108,7 @@ def test_small_bert_int8(tmp_path, method):
     assert kinds.count("qgemm") >= 4 and "gemm" not in kinds
     assert "attention" in kinds or "bmm" in kinds
     assert not any(p["impl"].startswith("ref") for p in int8_primitives(report))
-    test = feeds_for(inputs, rng)
-    got = m.run(test)
-    want_q = ag.reference.run(g, test)
-    want_f = ag.reference.run(outputs, test)
-    for k in got:
-        close_to_oracle(got[k], want_q[k])
-        assert rel_err(got[k], want_f[k]) < 0.1, k
-    m.close()
+    matches_both_oracles(m, g, outputs, feeds_for(inputs, rng), 0.1)
 
 
 def test_small_resnet_int8(tmp_path):
@@ -120,14 +125,7 @@ def test_small_resnet_int8(tmp_path):
     prims = int8_primitives(report)
     assert any(p["primitive"] == "convolution_int8" for p in prims)
     assert not any(p["impl"].startswith("ref") for p in prims), prims
-    test = feeds_for(inputs, rng)
-    got = m.run(test)
-    want_q = ag.reference.run(g, test)
-    want_f = ag.reference.run(outputs, test)
-    for k in got:
-        close_to_oracle(got[k], want_q[k])
-        assert rel_err(got[k], want_f[k]) < 0.15, k
-    m.close()
+    matches_both_oracles(m, g, outputs, feeds_for(inputs, rng), 0.15)
 
 
 @pytest.mark.parametrize("isa", ["AVX2", "AVX512_CORE"])
