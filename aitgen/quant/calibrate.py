@@ -28,8 +28,7 @@ import dataclasses
 from collections.abc import Iterable, Mapping
 import numpy as np
 
-from ..errors import CalibrationError
-from ..ir.dims import IntVar
+from ..errors import CalibrationError, RuntimeInputError
 from ..ir.dtype import DType
 from ..ir.graph import Graph
 from ..ir.tensor import Tensor
@@ -58,29 +57,15 @@ def check_feeds(calibration, inputs: list[Tensor]) -> list[dict[str, np.ndarray]
     feeds = list(calibration)
     if not feeds:
         raise CalibrationError("calibration is empty: give at least one input dict")
-    names = {t.name: t for t in inputs}
+    from ..reference import bind_dims   # the oracle: a leaf the passes may call
     out = []
     for i, f in enumerate(feeds):
         if not isinstance(f, Mapping):
             raise CalibrationError(f"calibration feed {i} is a {type(f).__name__}, not a dict name -> array")
-        for k in f:
-            if not isinstance(k, str) or k not in names:
-                raise CalibrationError(f"calibration feed {i}: unknown input {k!r}; the inputs are {sorted(names)}")
-        env: dict[IntVar, int] = {}
-        for name, t in names.items():
-            if name not in f:
-                raise CalibrationError(f"calibration feed {i}: missing input '{name}'")
-            a = np.asarray(f[name])
-            if a.dtype != t.dtype.np:
-                raise CalibrationError(f"calibration feed {i}: input '{name}' has dtype {a.dtype}, expected {t.dtype}")
-            if a.ndim != len(t.shape):
-                raise CalibrationError(f"calibration feed {i}: input '{name}' has shape {list(a.shape)}, expected "
-                                       f"{[str(d) for d in t.shape]}")
-            for axis, (d, n) in enumerate(zip(t.shape, a.shape)):
-                bad = (d.is_static and d.value != n) or (isinstance(d, IntVar) and not d.lb <= n <= d.ub) or \
-                      (isinstance(d, IntVar) and env.setdefault(d, n) != n)
-                if bad:
-                    raise CalibrationError(f"calibration feed {i}: input '{name}' dim {axis} is {n}, expected {d}")
+        try:   # the oracle's own input checks (dtype, rank, static dims, IntVar bounds and agreement)
+            bind_dims(inputs, f)
+        except RuntimeInputError as e:
+            raise CalibrationError(f"calibration feed {i}: {e}") from None
         out.append({k: np.asarray(v) for k, v in f.items()})
     return out
 

@@ -127,8 +127,8 @@ def test_bad_feeds_raise_typed_errors_naming_the_input():
         ([], "empty"),
         ([good, 3], "feed 1 is a int"),
         ([{}], "missing input 'x'"),
-        ([{"x": np.zeros((4, 15), np.float32)}], "input 'x' dim 1 is 15"),
-        ([{"x": np.zeros((4, 16), np.float64)}], "input 'x' has dtype float64"),
+        ([{"x": np.zeros((4, 15), np.float32)}], "feed 0: input 'x': dim 1 is 15"),
+        ([{"x": np.zeros((4, 16), np.float64)}], "feed 0: input 'x': dtype float64"),
         ([{"x": np.zeros((4, 16), np.float32), "z": good["x"]}], "unknown input 'z'"),
     ]
     for feeds, msg in cases:
