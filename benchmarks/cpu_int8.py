@@ -21,14 +21,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import sys
 import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-import cpu_bf16  # noqa: E402  (max_abs, write_results)
+import cpu_bf16  # noqa: E402  (max_abs, timed, write_results)
 import cpu_vs_peers as peers  # noqa: E402  (CONFIGS, make_feeds, nchw, runners, interleave, environment)
 
 TARGET_SPEEDUP = 1.3
@@ -129,12 +128,7 @@ def bench_model(name: str, args) -> dict:
              "max_abs_torch_fp32": {k: float(np.max(np.abs(v))) for k, v in fp32_ref.items()},
              "accuracy_target": {"aitgen_int8 <= onnxruntime_int8": worst["aitgen_int8"] <= worst["onnxruntime_int8"]},
              "int8_build": {k: rep.get(k) for k in ("num_kernels", "unique_kernels", "precision", "onednn_impls")}}
-    samples, entry["rounds"] = peers.interleave(runners, args)
-    med = {k: statistics.median(v) for k, v in samples.items()}
-    entry["median_ms"] = med
-    entry["speedup_vs_onnxruntime_int8"] = {k: med["onnxruntime_int8"] / v for k, v in med.items()}
-    entry["speed_target"] = {f"aitgen_int8 >= {TARGET_SPEEDUP}x onnxruntime_int8":
-                             entry["speedup_vs_onnxruntime_int8"]["aitgen_int8"] >= TARGET_SPEEDUP}
+    cpu_bf16.timed(entry, runners, args, "aitgen_int8", "onnxruntime_int8", TARGET_SPEEDUP)
     i8.close()
     f32.close()
     return entry
