@@ -272,3 +272,45 @@ def test_subgraphs_keep_the_composites():
     for c in (True, False):
         feeds = {"c": np.array(c), "x": _x((3, 16), 7)}
         _close(ag.reference.run(outs, feeds)["y"], ag.reference.run(plain, feeds)["y"], 0, f"If {c}")
+
+
+def _hostile(model: onnx.ModelProto) -> tuple[onnx.ModelProto, dict]:
+    """The model with every value and node renamed to a hostile name (quotes, backslash, newline,
+    comment ends, a preprocessor line, a system() call); returns it and old name -> new name."""
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    g = m.graph
+    names = {v.name for v in list(g.input) + list(g.output)} | {i.name for i in g.initializer}
+    names |= {n for node in g.node for n in list(node.input) + list(node.output) if n}
+    new = {n: f'{n}"; system("x"); //\\*/\n#include <{i}>' for i, n in enumerate(sorted(names))}
+    for v in list(g.input) + list(g.output) + list(g.initializer):
+        v.name = new[v.name]
+    for i, node in enumerate(g.node):
+        node.name = f'node{i} */ "\\'
+        node.input[:] = [new[n] if n else n for n in node.input]
+        node.output[:] = [new[n] for n in node.output]
+    return m, new
+
+
+@needs_vnni
+def test_hostile_names_fold_to_the_same_bits(tmp_path):
+    """The folded int8 ops take their names from the ONNX graph: hostile names build, fold as plain
+    ones do, give the plain build's bits, and a bad run is refused by name, leaving the model usable."""
+    from aitgen.errors import RuntimeInputError
+    model = _hand_model()
+    bad, new = _hostile(model)
+    feeds = {"x": _x((2, 3, 16), 1), "x2": _x((3, 16), 2), "xc": _x((2, 4, 7, 8), 3),
+             "wr": np.random.default_rng(5).integers(-128, 128, (16, 6)).astype(np.int8)}
+    _, plain_outs = ox.load(model, fold_qdq=True)
+    _, outs = ox.load(bad, fold_qdq=True)
+    assert sum(op.kind is OpKind.QGEMM for op in _ops(outs)) == sum(op.kind is OpKind.QGEMM for op in _ops(plain_outs))
+    want = ag.compile_model(plain_outs, target="cpu", workdir=str(tmp_path / "plain")).run(feeds)
+    m = ag.compile_model(outs, target="cpu", workdir=str(tmp_path / "hostile"))
+    hfeeds = {new[k]: v for k, v in feeds.items()}
+    got = m.run(hfeeds)
+    for k, v in want.items():
+        np.testing.assert_array_equal(got[new[k]], v, err_msg=k)
+    with pytest.raises(RuntimeInputError, match="system"):
+        m.run({**hfeeds, new["x"]: np.zeros((2, 3, 15), np.float32)})
+    np.testing.assert_array_equal(m.run(hfeeds)[new["mm"]], want["mm"])
+    m.close()
