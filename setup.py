@@ -13,7 +13,7 @@ setup(
     packages=find_packages(include=["aitgen", "aitgen.*"]) + ["aitgen_backends"],
     package_dir={"aitgen_backends": "backends"},
     package_data={"aitgen_backends": ["*.md", "*/*.yaml", "*/*.md", "*/templates/*.j2", "*/include/aitgen/*",
-                                      "*/src/*"]},
+                                      "*/src/*", "*/mock/*"]},
     install_requires=[
         "numpy>=1.24",
         "scipy>=1.10",        # erf / expit in the oracle
@@ -23,6 +23,7 @@ setup(
         "tqdm>=4.60",         # build progress
         "pyyaml>=6",          # backends/<b>/backend.yaml
         "safetensors>=0.4",   # weights file
+        "msgpack>=1.0",       # AMDGPU code object metadata, read by the mock device (runtime/hsaco.py)
         "onednn-devel-cpu-gomp==2023.2.0",  # CPU GEMM/conv; pin also in 3rdparty/onednn.txt
     ],
     extras_require={

@@ -357,7 +357,8 @@ def _build_library(graph, plan: MemoryPlan, backend, target, arch, opts, constan
                              link_flags=lflags, workdir=work / "obj", progress=progress, jobs=jobs)
     mock = None
     if backend.mock_device:
-        mock = build_mock(work, library, [s.name for s in sources], backend.compiler, jobs, progress)
+        mock = build_mock(work, library, [s.name for s in sources], backend.compiler, jobs, progress,
+                          backend=backend.name)
     return result, calls, len(unique), library, mock
 
 

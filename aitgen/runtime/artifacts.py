@@ -35,7 +35,8 @@ MODEL_JSON = "model.json"
 WEIGHTS = "weights.safetensors"
 _LIBRARY = re.compile(r"model_[0-9a-f]{16}\.so")
 _MOCK_LIBRARY = re.compile(r"mock_[0-9a-f]{16}\.so")
-MOCK_RUNTIME = "libaitgen_mock_cudart.so"
+# The mock GPU runtime of a build's mock variant, per target (codegen/mock_build.py RUNTIMES).
+MOCK_RUNTIMES = {"cuda": "libaitgen_mock_cudart.so", "rocm": "libaitgen_mock_hiprt.so"}
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 _BUILD_ID = re.compile(r"[0-9a-f]{32}")
 # Far above any real model's; a bound keeps a hostile file from costing gigabytes of memory.
@@ -254,7 +255,7 @@ def mock_files(art: Artifacts) -> tuple[Path, Path, list]:
                          "made by an older aitgen); rebuild it for target='cuda'")
     for key in ("library", "library_sha256", "runtime", "runtime_sha256"):
         _get(mock, key, str, where)
-    if not _MOCK_LIBRARY.fullmatch(mock["library"]) or mock["runtime"] != MOCK_RUNTIME:
+    if not _MOCK_LIBRARY.fullmatch(mock["library"]) or mock["runtime"] != MOCK_RUNTIMES.get(art.meta["target"]):
         raise ModelError(f"{where}: 'mock' names files of unexpected form ({mock['library'][:80]!r}, "
                          f"{mock['runtime'][:80]!r})")
     nodes = mock.get("nodes")

@@ -1,8 +1,9 @@
-"""The mock device: a CUDA build's host side, run with no GPU.
+"""The mock device: a GPU build's host side (CUDA or ROCm), run with no GPU.
 
 `Model.load(dir, mock_device=True)` (and `aitgen run DIR --mock-device`) loads the build's mock
-variant (`mock_<digest>.so`, the same objects linked against `libaitgen_mock_cudart.so`, see
-aitgen/codegen/mock_build.py and backends/cuda/mock/). Everything of the library runs: the
+variant (`mock_<digest>.so`, the same objects linked against `libaitgen_mock_cudart.so`, or
+`libaitgen_mock_hiprt.so` for a ROCm build, see aitgen/codegen/mock_build.py and
+backends/gpu/mock/). Everything of the library runs: the
 container, constant upload, arena, dim binding, each kernel's host function with its dispatch,
 CUTLASS's `can_implement` and workspace sizing, TMA descriptor encoding, graph capture; the kernels
 themselves are recorded, not executed, so outputs hold no results. Each launch is checked: its
@@ -11,7 +12,9 @@ declares, the launch fits the arch's limits, nothing allocates or synchronises d
 and with several streams every read is ordered after the write it reads. A run that breaks a check
 raises MockDeviceError naming the first failing launch; `Model.launch_log()` gives the records.
 
-One mock device per process (as one GPU): the first mock runtime loaded serves every mock model.
+One mock device per process and runtime (as one GPU of each kind): the first mock runtime of a kind
+loaded serves every mock model of that kind. Kernel parameter layouts come from the device code:
+cubin.py reads a CUDA build's, hsaco.py a ROCm build's.
 """
 from __future__ import annotations
 
@@ -24,10 +27,14 @@ from pathlib import Path
 from typing import Optional
 
 from ..errors import DeviceError, MockDeviceError
-from . import cubin
+from . import cubin, hsaco
+from .artifacts import MOCK_RUNTIMES
 
 # The simulated GPU per arch: (cc major, cc minor, SMs, shared memory per block opt-in, per SM).
-ARCH_DEVICE = {"sm_80": (8, 0, 108, 166912, 167936), "sm_90a": (9, 0, 132, 232448, 233472)}
+# AMD: compute units and LDS (64 KiB per work-group and per CU on CDNA2/3); MI250X's GCD (gfx90a)
+# and MI300X (gfx940 code runs there); HIP reports CDNA's "compute capability" as 9.0 / 9.4.
+ARCH_DEVICE = {"sm_80": (8, 0, 108, 166912, 167936), "sm_90a": (9, 0, 132, 232448, 233472),
+               "gfx90a": (9, 0, 110, 65536, 65536), "gfx940": (9, 4, 304, 65536, 65536)}
 RUN_LOCK = threading.Lock()  # one run at a time on the mock device: its log is global
 
 
@@ -101,11 +108,13 @@ class _Shim:
 
 
 class MockDevice:
-    _instance: Optional["MockDevice"] = None
+    _instances: dict[str, "MockDevice"] = {}
     _guard = threading.Lock()
 
     def __init__(self, runtime: Path):
         self.path, self.digest = runtime, _sha256(runtime)
+        self.hip = runtime.name == MOCK_RUNTIMES["rocm"]
+        self.arch: Optional[str] = None
         self.lib = ctypes.CDLL(str(runtime), mode=ctypes.RTLD_LOCAL)
         L, I64 = self.lib, ctypes.c_longlong
         L.aitmock_configure.argtypes = [ctypes.c_int] * 3 + [I64, I64]
@@ -124,29 +133,35 @@ class MockDevice:
 
     @classmethod
     def get(cls, runtime: Path) -> "MockDevice":
-        """The process's mock device, loading `runtime` the first time. A library that needs the
-        mock runtime binds to the loaded one by its soname, so a second, different runtime file
-        could not be used: it is refused."""
+        """The process's mock device of `runtime`'s kind, loading it the first time. A library that
+        needs the mock runtime binds to the loaded one by its soname, so a second, different
+        runtime file of the same name could not be used: it is refused."""
         with cls._guard:
-            if cls._instance is None:
-                cls._instance = MockDevice(runtime)
-            elif cls._instance.digest != _sha256(runtime):
-                raise DeviceError(f"{runtime} differs from the mock CUDA runtime this process loaded first "
-                                  f"({cls._instance.path}): builds of two aitgen versions; use one per process")
-            return cls._instance
+            have = cls._instances.get(runtime.name)
+            if have is None:
+                have = cls._instances[runtime.name] = MockDevice(runtime)
+            elif have.digest != _sha256(runtime):
+                raise DeviceError(f"{runtime} differs from the mock runtime this process loaded first "
+                                  f"({have.path}): builds of two aitgen versions; use one per process")
+            return have
 
     def configure(self, arch: Optional[str]) -> None:
-        self.lib.aitmock_configure(*ARCH_DEVICE.get(arch or "sm_80", ARCH_DEVICE["sm_80"]))
+        default = "gfx90a" if self.hip else "sm_80"
+        self.arch = arch or default
+        self.lib.aitmock_configure(*ARCH_DEVICE.get(self.arch, ARCH_DEVICE[default]))
 
     def load_library(self, library: Path) -> ctypes.CDLL:
         """Register the kernels of `library` (their parameter layouts, from its device code), then
         load it. RTLD_DEEPBIND: its CUDA calls bind to the mock runtime, its own dependency, even
         in a process where a real libcudart is loaded globally."""
         if str(library) not in self.libraries:
-            kernels, compressed = cubin.library_kernels(library)
+            if self.hip:   # the code object of the arch configured (each holds the same kernels)
+                kernels, compressed = hsaco.library_kernels(library, self.arch)
+            else:
+                kernels, compressed = cubin.library_kernels(library)
             if compressed:
-                raise DeviceError(f"{library}: {compressed} cubins are compressed, so the mock cannot read their "
-                                  "kernels' parameters; this aitgen builds with --no-compress: rebuild")
+                raise DeviceError(f"{library}: {compressed} device code blocks are compressed, so the mock cannot "
+                                  "read their kernels' parameters; this aitgen builds without compression: rebuild")
             for k in kernels.values():
                 sizes = (ctypes.c_longlong * max(len(k.params), 1))(*[s for _, s in k.params])
                 self.lib.aitmock_add_kernel(k.name.encode(), len(k.params), sizes, k.max_threads, k.static_smem)

@@ -4,8 +4,7 @@
 // host code -- container, constant upload, arena, dim binding, dispatch, CUTLASS's argument
 // checks and workspace sizing, graph capture -- runs here unchanged; kernels are recorded and
 // checked (mock_device.cpp), never executed. API entry points count toward fault injection.
-#include <cuda.h>
-#include <cuda_runtime_api.h>
+#include "mock_api.h"
 #include <sys/mman.h>
 
 #include <algorithm>
@@ -59,6 +58,35 @@ cudaError_t copy_op(Device& d, void* dst, const void* src, size_t n, Stream* s, 
 
 }  // namespace
 
+#ifdef AITMOCK_HIP
+// ---- registration and launch (what hipcc's host stubs call) ----
+
+AITMOCK_API void** __hipRegisterFatBinary(const void* data) { return static_cast<void**>(const_cast<void*>(data)); }
+AITMOCK_API void __hipUnregisterFatBinary(void**) {}
+AITMOCK_API void __hipRegisterVar(void**, void*, char*, char*, int, size_t, int, int) {}
+AITMOCK_API void __hipRegisterFunction(void**, const void* hostFun, char*, const char* deviceName, unsigned int,
+                                       uint3*, uint3*, dim3*, dim3*, int*) {
+  Device& d = dev();
+  Lock lock(d.mu);
+  d.functions[hostFun] = deviceName;
+}
+
+namespace {
+thread_local dim3 t_grid, t_block;
+thread_local size_t t_smem = 0;
+thread_local hipStream_t t_stream = nullptr;
+}  // namespace
+
+AITMOCK_API hipError_t __hipPushCallConfiguration(dim3 grid, dim3 block, size_t smem, hipStream_t stream) {
+  t_grid = grid, t_block = block, t_smem = smem, t_stream = stream;
+  return hipSuccess;
+}
+AITMOCK_API hipError_t __hipPopCallConfiguration(dim3* grid, dim3* block, size_t* smem, hipStream_t* stream) {
+  *grid = t_grid, *block = t_block, *smem = t_smem, *stream = t_stream;
+  return hipSuccess;
+}
+
+#else
 // ---- registration and launch (what nvcc's host stubs call) ----
 
 AITMOCK_API void** __cudaRegisterFatBinary(void* fatCubin) { return static_cast<void**>(fatCubin); }
@@ -93,6 +121,8 @@ AITMOCK_API cudaError_t __cudaGetKernel(cudaKernel_t* out, const void* fun) {
   return cudaSuccess;
 }
 
+#endif  // AITMOCK_HIP
+
 namespace {
 cudaError_t launch_entry(const void* func, dim3 grid, dim3 block, dim3 cluster, void** args, size_t smem,
                          cudaStream_t stream) {
@@ -122,6 +152,7 @@ cudaError_t launch_entry(const void* func, dim3 grid, dim3 block, dim3 cluster, 
 }
 }  // namespace
 
+#ifndef AITMOCK_HIP
 AITMOCK_API cudaError_t __cudaLaunchKernel(cudaKernel_t k, dim3 grid, dim3 block, void** args, size_t smem,
                                            cudaStream_t stream) {
   return launch_entry(reinterpret_cast<const void*>(k), grid, block, dim3(1, 1, 1), args, smem, stream);
@@ -130,10 +161,12 @@ AITMOCK_API cudaError_t __cudaLaunchKernel_ptsz(cudaKernel_t k, dim3 grid, dim3 
                                                 cudaStream_t stream) {
   return __cudaLaunchKernel(k, grid, block, args, smem, stream);
 }
+#endif  // AITMOCK_HIP
 AITMOCK_API cudaError_t cudaLaunchKernel(const void* f, dim3 grid, dim3 block, void** args, size_t smem,
                                          cudaStream_t stream) {
   return launch_entry(f, grid, block, dim3(1, 1, 1), args, smem, stream);
 }
+#ifndef AITMOCK_HIP  // thread block clusters: sm_90
 AITMOCK_API cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t* c, const void* f, void** args) {
   dim3 cluster(1, 1, 1);
   for (unsigned i = 0; i < c->numAttrs; ++i)
@@ -141,6 +174,7 @@ AITMOCK_API cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t* c, const v
       cluster = dim3(c->attrs[i].val.clusterDim.x, c->attrs[i].val.clusterDim.y, c->attrs[i].val.clusterDim.z);
   return launch_entry(f, c->gridDim, c->blockDim, cluster, args, c->dynamicSmemBytes, c->stream);
 }
+#endif  // AITMOCK_HIP
 
 AITMOCK_API cudaError_t cudaFuncSetAttribute(const void* f, cudaFuncAttribute attr, int value) {
   ENTER(d);
@@ -215,7 +249,7 @@ AITMOCK_API cudaError_t cudaDeviceGetAttribute(int* v, cudaDeviceAttr attr, int 
     case cudaDevAttrMaxSharedMemoryPerBlock: *v = 48 * 1024; break;
     case cudaDevAttrMaxThreadsPerBlock: *v = 1024; break;
     case cudaDevAttrMaxThreadsPerMultiProcessor: *v = d.max_threads_per_sm; break;
-    case cudaDevAttrWarpSize: *v = 32; break;
+    case cudaDevAttrWarpSize: *v = AITMOCK_WARP_SIZE; break;
     case cudaDevAttrL2CacheSize: *v = d.cc_major >= 9 ? 50 << 20 : 40 << 20; break;
     default:
       d.fail("cudaDeviceGetAttribute(" + std::to_string((int)attr) + "): an attribute the mock does not model");

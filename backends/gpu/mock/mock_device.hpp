@@ -6,7 +6,7 @@
 #ifndef AITGEN_MOCK_DEVICE_HPP_
 #define AITGEN_MOCK_DEVICE_HPP_
 
-#include <cuda_runtime_api.h>
+#include "mock_api.h"
 
 #include <cstdint>
 #include <map>

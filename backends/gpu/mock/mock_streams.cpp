@@ -1,8 +1,7 @@
 // The mock runtime's streams, events, graph capture, the driver entry point CUTLASS asks for
 // (cuTensorMapEncodeTiled, whose arguments are checked as the driver documents them), and the
 // aitmock_* control API that aitgen/runtime/mock.py calls.
-#include <cuda.h>
-#include <cuda_runtime_api.h>
+#include "mock_api.h"
 
 #include <cstdio>
 #include <cstring>
@@ -120,7 +119,11 @@ AITMOCK_API cudaError_t cudaGraphDestroy(cudaGraph_t) {
   ENTER(d);
   return cudaSuccess;  // graphs are small bookkeeping, kept until the process ends
 }
+#ifdef AITMOCK_HIP  // HIP keeps the CUDA 11 forms: an error node and a log buffer; a node and a result
+AITMOCK_API cudaError_t cudaGraphInstantiate(cudaGraphExec_t* out, cudaGraph_t g, hipGraphNode_t*, char*, size_t) {
+#else
 AITMOCK_API cudaError_t cudaGraphInstantiate(cudaGraphExec_t* out, cudaGraph_t g, unsigned long long) {
+#endif
   ENTER(d);
   const int i = graph_index(g);
   if (i < 0 || i >= (int)d.graphs.size()) return ret(cudaErrorInvalidValue);
@@ -128,7 +131,12 @@ AITMOCK_API cudaError_t cudaGraphInstantiate(cudaGraphExec_t* out, cudaGraph_t g
   *out = reinterpret_cast<cudaGraphExec_t>(static_cast<intptr_t>(d.graphs.size()));
   return cudaSuccess;
 }
+#ifdef AITMOCK_HIP
+AITMOCK_API cudaError_t cudaGraphExecUpdate(cudaGraphExec_t e, cudaGraph_t g, hipGraphNode_t*,
+                                            hipGraphExecUpdateResult*) {
+#else
 AITMOCK_API cudaError_t cudaGraphExecUpdate(cudaGraphExec_t e, cudaGraph_t g, cudaGraphExecUpdateResultInfo*) {
+#endif
   ENTER(d);
   const int i = graph_index(e), j = graph_index(g);
   if (i < 0 || j < 0 || i >= (int)d.graphs.size() || j >= (int)d.graphs.size()) return ret(cudaErrorInvalidValue);
@@ -162,6 +170,7 @@ AITMOCK_API cudaError_t cudaGraphLaunch(cudaGraphExec_t e, cudaStream_t st) {
 
 // ---- the driver entry point of TMA descriptors ----
 
+#ifndef AITMOCK_HIP  // TMA descriptors are Hopper's; HIP has no driver entry points
 namespace {
 CUresult mock_encode_tiled(CUtensorMap* map, CUtensorMapDataType dt, cuuint32_t rank, void* addr,
                            const cuuint64_t* dims, const cuuint64_t* strides, const cuuint32_t* box,
@@ -221,6 +230,7 @@ AITMOCK_API cudaError_t cudaGetDriverEntryPoint(const char* sym, void** fn, unsi
                                                 cudaDriverEntryPointQueryResult* status) {
   return cudaGetDriverEntryPointByVersion(sym, fn, 12000, flags, status);
 }
+#endif  // AITMOCK_HIP
 
 // ---- control, for aitgen/runtime/mock.py ----
 
