@@ -77,7 +77,11 @@ def arch_of(triple: str) -> str:
 
 def _notes(elf: bytes):
     """(owner, type, descriptor) of every note in the SHT_NOTE sections of an ELF64 file."""
-    for _name, (sh_type, off, size, _info) in _sections(elf).items():
+    try:
+        secs = _sections(elf)
+    except CubinError as e:
+        raise CodeObjectError(f"code object: {e}") from None
+    for _name, (sh_type, off, size, _info) in secs.items():
         if sh_type != _NOTE:
             continue
         p, end = off, min(off + size, len(elf))

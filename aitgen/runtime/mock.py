@@ -71,40 +71,45 @@ class MockRun:
 
 
 class _Shim:
-    """The few cuda-python runtime calls runtime/cuda.py makes, answered by the mock runtime:
-    each returns (status, *values) as cuda.bindings.runtime does."""
+    """The few cuda-python runtime calls runtime/cuda.py makes (runtime/rocm.py's HipRuntime makes
+    the same ones for a ROCm build), answered by the mock runtime: each returns (status, *values)
+    as cuda.bindings.runtime does. `api` is the runtime's prefix: "cuda", or "hip" for the HIP mock,
+    whose entry points have HIP's names (mock_api.h)."""
 
     class cudaMemcpyKind:
         cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost, cudaMemcpyDeviceToDevice = 1, 2, 3
 
-    def __init__(self, lib: ctypes.CDLL):
-        self._lib = lib
+    def __init__(self, lib: ctypes.CDLL, api: str = "cuda"):
+        self._lib, self._api = lib, api
+
+    def _fn(self, name: str):
+        return getattr(self._lib, self._api + name)
 
     def cudaMalloc(self, n: int):
         p = ctypes.c_void_p()
-        return self._lib.cudaMalloc(ctypes.byref(p), ctypes.c_size_t(n)), p.value or 0
+        return self._fn("Malloc")(ctypes.byref(p), ctypes.c_size_t(n)), p.value or 0
 
     def cudaFree(self, p: int):
-        return (self._lib.cudaFree(ctypes.c_void_p(p)),)
+        return (self._fn("Free")(ctypes.c_void_p(p)),)
 
     def cudaMemcpy(self, dst: int, src: int, n: int, kind):
-        return (self._lib.cudaMemcpy(ctypes.c_void_p(dst), ctypes.c_void_p(src), ctypes.c_size_t(n), int(kind)),)
+        return (self._fn("Memcpy")(ctypes.c_void_p(dst), ctypes.c_void_p(src), ctypes.c_size_t(n), int(kind)),)
 
     def cudaGetLastError(self):
-        return (self._lib.cudaGetLastError(),)
+        return (self._fn("GetLastError")(),)
 
     def cudaStreamCreateWithFlags(self, flags: int):
         s = ctypes.c_void_p()
-        return self._lib.cudaStreamCreateWithFlags(ctypes.byref(s), ctypes.c_uint(flags)), s.value or 0
+        return self._fn("StreamCreateWithFlags")(ctypes.byref(s), ctypes.c_uint(flags)), s.value or 0
 
     def cudaMemsetAsync(self, p: int, value: int, n: int, stream: int):
-        return (self._lib.cudaMemsetAsync(ctypes.c_void_p(p), value, ctypes.c_size_t(n), ctypes.c_void_p(stream)),)
+        return (self._fn("MemsetAsync")(ctypes.c_void_p(p), value, ctypes.c_size_t(n), ctypes.c_void_p(stream)),)
 
     def cudaStreamSynchronize(self, stream: int):
-        return (self._lib.cudaStreamSynchronize(ctypes.c_void_p(stream)),)
+        return (self._fn("StreamSynchronize")(ctypes.c_void_p(stream)),)
 
     def cudaSetDevice(self, d: int):
-        return (self._lib.cudaSetDevice(d),)
+        return (self._fn("SetDevice")(d),)
 
 
 class MockDevice:
@@ -128,7 +133,7 @@ class MockDevice:
         L.aitmock_operands.argtypes = [ctypes.c_int]
         for f in ("aitmock_api_calls", "aitmock_launch_count", "aitmock_live_bytes", "aitmock_operands"):
             getattr(L, f).restype = I64
-        self.cudart = _Shim(L)
+        self.cudart = _Shim(L, "hip" if self.hip else "cuda")
         self.libraries: set[str] = set()
 
     @classmethod
