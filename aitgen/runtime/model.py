@@ -154,8 +154,8 @@ class Model:
             use_graph = self.meta.get("cuda_graph", False) if cuda_graph is None else cuda_graph
             self._check(self._lib.ait_model_set_option(handle, b"cuda_graph", int(bool(use_graph))))
         elif cuda_graph:
-            raise AitgenError(f"cuda_graph applies to GPU models (CUDA, ROCm); {self.workdir} was built for "
-                              f"{self.target}")
+            raise AitgenError(f"cuda_graph applies to CUDA models (and ROCm ones, as HIP graphs); {self.workdir} "
+                              f"was built for {self.target}")
 
     @classmethod
     def load(cls, workdir: Union[str, Path], num_runtimes: int = 1, **kw) -> "Model":
