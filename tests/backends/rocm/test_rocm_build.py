@@ -176,6 +176,23 @@ def test_kernels_carry_amdgpu_code_objects(rocm_toolchain, tmp_path, arch):
     assert f"amdgcn-amd-amdhsa--{arch}".encode() in blob and f"amdgcn-amd-amdhsa--{other}".encode() not in blob
 
 
+@pytest.mark.parametrize("arch", ARCHS)
+def test_own_kernels_build_into_amdgpu_code_objects(rocm_toolchain, cache, tmp_path, monkeypatch, arch):
+    """A model of an own kernel (fused element-wise), once its ROCm family is registered: the
+    library carries a .hip_fatbin for the build's arch."""
+    from aitgen.codegen.lower import supported_kinds
+    kinds = supported_kinds("rocm")
+    if not {ag.OpKind.RELU, ag.OpKind.FUSED_ELEMENTWISE} <= kinds:
+        pytest.skip("the ROCm element-wise family is not registered yet (aitgen/codegen/kernels/rocm/)")
+    monkeypatch.setenv("AITGEN_CACHE_DIR", str(cache))
+    x = ag.Tensor([ag.IntVar("b", 1, 8), 64], name="x")
+    work = ag.compile_model({"y": ops.relu(x) * 2.0}, target="rocm", arch=arch, workdir=tmp_path / "m", load=False)
+    lib = work / _meta(work)["library"]
+    sections = subprocess.run(["readelf", "-S", "-W", str(lib)], capture_output=True, text=True).stdout
+    assert ".hip_fatbin" in sections
+    assert f"amdgcn-amd-amdhsa--{arch}".encode() in lib.read_bytes()
+
+
 def test_warm_rebuild_compiles_nothing(built, cache, tmp_path, monkeypatch):
     monkeypatch.setenv("AITGEN_CACHE_DIR", str(cache))
     work = ag.compile_model(copies(), target="rocm", arch="gfx90a", workdir=tmp_path / "again", load=False)
