@@ -176,6 +176,30 @@ def test_kernels_carry_amdgpu_code_objects(rocm_toolchain, tmp_path, arch):
     assert f"amdgcn-amd-amdhsa--{arch}".encode() in blob and f"amdgcn-amd-amdhsa--{other}".encode() not in blob
 
 
+def test_ck_headers_compile_with_the_backend_flags(rocm_toolchain, tmp_path):
+    """uses_ck: the located CK (include/ and library/include/) compiles under the backend's flags
+    and hipcc, a CK element-wise functor inside a kernel (headers only, a few seconds; a device op
+    instance is the rocm_compile tier's)."""
+    backend = load_backend("rocm")
+    src = build_mod.Source("ck_probe.hip", textwrap.dedent("""
+        #include <hip/hip_runtime.h>
+        #include "ck/ck.hpp"
+        #include "ck/tensor_operation/gpu/element/element_wise_operation.hpp"
+        #include "ck/library/utility/check_err.hpp"
+        __global__ void relu(ck::half_t* y, const ck::half_t* x) {
+          ck::tensor_operation::element_wise::Relu{}(y[threadIdx.x], x[threadIdx.x]);
+        }
+    """))
+    res = build_mod.build([src], tmp_path / "ck.so", compiler=backend.tool(), flags=backend.compile_flags("gfx90a"),
+                          link_flags=backend.link_flags(), workdir=tmp_path / "w", cache_dir=tmp_path / "c",
+                          progress=False)
+    assert b"amdgcn-amd-amdhsa--gfx90a" in res.out_so.read_bytes()
+    # -isystem keeps CK's headers out of the depfile (so out of the entry): its pin in the flags
+    # is what tells objects of two CKs apart
+    entry = json.loads(next((tmp_path / "c").rglob("*.entry")).read_bytes().split(b"\n", 1)[0])
+    assert not any("/ck/" in d for d in entry["deps"])
+
+
 @pytest.mark.parametrize("arch", ARCHS)
 def test_own_kernels_build_into_amdgpu_code_objects(rocm_toolchain, cache, tmp_path, monkeypatch, arch):
     """A model of an own kernel (fused element-wise), once its ROCm family is registered: the
