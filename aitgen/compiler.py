@@ -182,8 +182,9 @@ def compile_model(outputs: Union[Outputs, Graph], target: str = "auto", workdir:
     "percentile", "entropy"; aitgen/quant/calibrate.py); `precision_policy` "mixed" (torch.autocast's:
     only GEMM/conv/attention operands narrow; the CPU's default for bfloat16) or "uniform" (every float
     tensor; the default elsewhere). `cuda_graph` makes the loaded model replay
-    its run sequence as CUDA graphs (Model.load(cuda_graph=...) overrides it); None: on for a CUDA
-    model whose inputs are all of static shape (one graph, captured at the second run). `load=False` builds
+    its run sequence as CUDA graphs (HIP graphs on ROCm; Model.load(cuda_graph=...) overrides it);
+    None: on for a GPU model whose inputs are all of static shape (one graph, captured at the second
+    run). `load=False` builds
     only — no device is needed — and returns the workdir Path. `extra_flags` are appended to every
     compile and to the link (e.g. sanitizer flags); they are part of the object-cache key and the
     library's name. `extra_passes` run after PIPELINE and before memory planning
@@ -195,7 +196,7 @@ def compile_model(outputs: Union[Outputs, Graph], target: str = "auto", workdir:
     zeros at its inputs' smallest shapes, so that every GEMM/conv kernel creates its primitive, and
     writes which oneDNN implementation each got into report.json (onednn_impls, reference_kernels,
     kernel_check); a reference implementation is a ReferenceKernelWarning naming the op. Other shapes
-    create their primitives at their first run, and Model.run warns then. `streams` (CUDA, 1..16,
+    create their primitives at their first run, and Model.run warns then. `streams` (CUDA and ROCm, 1..16,
     default 1: off until measured on a GPU) runs independent kernels on up to that many streams,
     ordered by events (codegen/streams.py)."""
     from .runtime.model import Model
@@ -216,7 +217,8 @@ def compile_model(outputs: Union[Outputs, Graph], target: str = "auto", workdir:
     if isinstance(streams, bool) or not isinstance(streams, int) or not 1 <= streams <= MAX_STREAMS:
         raise RuntimeInputTypeError(f"streams must be an int in [1, {MAX_STREAMS}], got {streams!r}")
     if streams > 1 and target not in GPU_TARGETS:
-        raise TargetError(f"streams={streams}: several streams apply to GPU builds (CUDA, ROCm); the target is {target}")
+        raise TargetError(f"streams={streams}: several streams apply to GPU builds (CUDA, ROCm); "
+                          f"the target is {target}")
     feeds = None
     if precision == "int8":   # checked before any pass: a bad feed is the caller's, named as such
         from .quant.calibrate import check_feeds

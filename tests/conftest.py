@@ -50,9 +50,9 @@ def pytest_collection_modifyitems(config, items):
     """Tests marked slow (full-size models through the oracle) run with -m slow or AITGEN_RUN_SLOW=1;
     tests marked cuda_compile (nvcc builds of zoo models, minutes) with -m cuda_compile or
     AITGEN_RUN_CUDA_COMPILE=1; rocm_compile (hipcc builds of Composable Kernel instances, ~45 s
-    each per arch) with -m rocm_compile or AITGEN_RUN_ROCM_COMPILE=1. Each is its own CI step. mock_census (the op catalogue built for
-    every dtype and arch and run on the mock device, an hour of nvcc on 2 cores) runs with
-    -m mock_census or AITGEN_RUN_MOCK_CENSUS=1, by hand.
+    each per arch) with -m rocm_compile or AITGEN_RUN_ROCM_COMPILE=1. Each is its own CI step.
+    mock_census (the op catalogue built for every dtype and arch and run on the mock device, an
+    hour of nvcc on 2 cores) runs with -m mock_census or AITGEN_RUN_MOCK_CENSUS=1, by hand.
 
     Every other test that asks for the `cuda_toolchain` fixture (nvcc + CUTLASS: the host-emulated
     kernels, single-kernel compiles) is marked cuda_compile here, so the CI step that installs the

@@ -3,7 +3,8 @@ Composable Kernel.
 
 Libraries come from PyPI at the versions pinned in ``3rdparty/*.txt``. Everything else in aitgen
 asks this module, so a moved install or a new pin is a change here only. Environment variables
-(``CUDA_HOME``, ``ROCM_PATH``, ``AITGEN_CK_HOME``) are read here because this module is an edge; nothing below it reads any.
+(``CUDA_HOME``, ``ROCM_PATH``, ``AITGEN_CK_HOME``) are read here because this module is an edge;
+nothing below it reads any.
 """
 from __future__ import annotations
 

@@ -135,7 +135,8 @@ def read_artifacts(workdir: Path) -> Artifacts:
                                                                                       "constants")}
     archs = meta.get("device_archs", {})
     if not (isinstance(archs, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in archs.items())):
-        raise ModelError(f"{where}: 'device_archs' must map compute capabilities (ROCm: gfx ISAs) to arch names (strings)")
+        raise ModelError(f"{where}: 'device_archs' must map compute capabilities (ROCm: gfx ISAs) to arch names "
+                         "(strings)")
     if meta["target"] in GPU_TARGETS and not archs:
         raise ModelError(f"{where}: a {meta['target']} build lists no 'device_archs' (built by an older aitgen); "
                          "rebuild")

@@ -76,8 +76,9 @@ class Model:
     RuntimeInputError and leaves the model usable. Thread-safe; `num_runtimes` calls run at once.
 
     CUDA models: `device` is the GPU to run on; `cuda_graph` (default: the compile option) replays
-    the run sequence as CUDA graphs, one per set of bound dims. Where no GPU or driver answers,
-    loading raises aitgen.errors.DeviceError saying why."""
+    the run sequence as CUDA graphs, one per set of bound dims. ROCm models likewise, through
+    hip-python and HIP graphs (runtime/rocm.py). Where no GPU, driver or binding answers, loading
+    raises aitgen.errors.DeviceError saying why."""
 
     def __init__(self, workdir: Union[str, Path], num_runtimes: int = 1, *, cuda_graph: Optional[bool] = None,
                  device: int = 0, mock_device: bool = False):
