@@ -18,6 +18,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -168,7 +169,11 @@ def hipcc(path: str | None = None) -> Tool:
         "hipcc", *([os.path.join(rocm, "bin", "hipcc")] if rocm else []), "/opt/rocm/bin/hipcc"]
     for cand in candidates:
         if shutil.which(cand):
-            return tool(cand, HIP_ENV)
+            found = tool(cand, HIP_ENV)
+            # clang's "InstalledDir: /usr/bin" is where this machine keeps it, which cache keys never
+            # name (codegen/build.py): the HIP and clang versions identify the compiler.
+            text = "\n".join(ln for ln in found.version_text.splitlines() if not ln.startswith("InstalledDir:"))
+            return dataclasses.replace(found, version_text=text)
     raise ToolchainError(f"hipcc not found (tried {', '.join(candidates)}); install it with '{HIP_INSTALL}' "
                          "or set ROCM_PATH")
 
