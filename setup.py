@@ -35,6 +35,11 @@ setup(
         # CUTLASS: headers only, pin also in 3rdparty/cutlass.txt. cuda-bindings: the runtime's
         # device memory and checks (13.x wants a CUDA 13 driver, as the nvcc 13 builds do).
         "cuda": ["nvidia-cutlass==4.2.0.0", "cuda-bindings>=12.6"],
+        # hip-python: the ROCm runtime's device memory and checks. Its versions follow ROCm's (6.2.x for
+        # ROCm 6.2; PyPI has none for HIP 5.2, whose builds still compile without it): install the one
+        # matching the machine's ROCm, e.g. pip install 'hip-python~=6.2.0'. CK is headers found by
+        # aitgen/codegen/locate.py (no PyPI package builds with HIP 5.2).
+        "rocm": ["hip-python>=5.6"],
         # `aitgen serve --engine ray` (aitgen/serving/ray.py): about 380 MB in a venv, under a minute of pip.
         "serve": ["ray[serve]==2.60.0"],
         # `aitgen serve --engine triton` (aitgen/serving/triton.py), apart from "serve" because it needs

@@ -32,6 +32,7 @@ from .options import CompileOptions
 from .passes import PIPELINE, PassFn, PassRecord, run_passes
 from .passes.convert_precision import precision_policy as precision_policy_of
 from .passes.runner import graph_cost
+from .runtime.artifacts import GPU_TARGETS   # CUDA graphs (HIP graphs), several streams, device archs
 from .runtime.lock import LOCK_NAME, workdir_lock
 
 WEIGHTS = "weights.safetensors"
@@ -45,15 +46,27 @@ _DRAWINGS = ("graph.html", "memory.png")   # what `aitgen inspect DIR` draws fro
 BUILD_LOCK_TIMEOUT = 3600.0
 
 
+
+
 def pick_target(target: str) -> str:
-    """"auto": CUDA when a GPU and its driver answer, else the CPU."""
+    """"auto": CUDA when an NVIDIA GPU and its driver answer, else ROCm when an AMD GPU does, else the CPU."""
     if target != "auto":
         return target
     from ._paths import backends_dir
-    from .runtime.device import cuda_available
-    # CUDA only where a GPU answers and this installation has the CUDA backend.
-    has_cuda = (backends_dir() / "cuda" / "backend.yaml").exists()
-    return "cuda" if has_cuda and cuda_available() else "cpu"
+    from .runtime.device import cuda_available, rocm_available
+    # A GPU backend only where its GPU answers and this installation has the backend.
+    if (backends_dir() / "cuda" / "backend.yaml").exists() and cuda_available():
+        return "cuda"
+    if (backends_dir() / "rocm" / "backend.yaml").exists() and rocm_available():
+        return "rocm"
+    return "cpu"
+
+
+def device_capability(target: str):
+    """What the present GPU of `target` is, as backend.yaml's `capabilities` keys it: a callable,
+    asked only when no arch is given (resolve_arch)."""
+    from .runtime.device import cuda_capability, rocm_arch
+    return rocm_arch if target == "rocm" else cuda_capability
 
 
 # More streams than this find no more independent work in any model seen so far.
@@ -160,16 +173,18 @@ def compile_model(outputs: Union[Outputs, Graph], target: str = "auto", workdir:
                   calibration=None, calibration_method: str = "minmax"):
     """Compile `outputs` (a Tensor, list, dict name -> Tensor, or Graph) into `workdir` and load it.
 
-    `arch` (CUDA: "sm_80" or "sm_90a"; "sm_90" means sm_90a) defaults to the present GPU's, else
-    sm_80 (backends/cuda/backend.yaml). `precision` ("float16" / "bfloat16") converts float32
+    `arch` (CUDA: "sm_80" or "sm_90a"; "sm_90" means sm_90a; ROCm: "gfx90a" or "gfx940", and
+    "gfx942" where hipcc takes it) defaults to the present GPU's, else sm_80 / gfx90a
+    (backends/<target>/backend.yaml). `precision` ("float16" / "bfloat16") converts float32
     compute and constants (passes/convert_precision.py); "int8" quantises GEMMs/convs with constant
     weights (passes/quantize_int8.py, CPU) with activation scales calibrated on `calibration` (an
     iterable of input dicts; required: no dynamic quantisation) by `calibration_method` ("minmax",
     "percentile", "entropy"; aitgen/quant/calibrate.py); `precision_policy` "mixed" (torch.autocast's:
     only GEMM/conv/attention operands narrow; the CPU's default for bfloat16) or "uniform" (every float
     tensor; the default elsewhere). `cuda_graph` makes the loaded model replay
-    its run sequence as CUDA graphs (Model.load(cuda_graph=...) overrides it); None: on for a CUDA
-    model whose inputs are all of static shape (one graph, captured at the second run). `load=False` builds
+    its run sequence as CUDA graphs (HIP graphs on ROCm; Model.load(cuda_graph=...) overrides it);
+    None: on for a GPU model whose inputs are all of static shape (one graph, captured at the second
+    run). `load=False` builds
     only — no device is needed — and returns the workdir Path. `extra_flags` are appended to every
     compile and to the link (e.g. sanitizer flags); they are part of the object-cache key and the
     library's name. `extra_passes` run after PIPELINE and before memory planning
@@ -181,10 +196,9 @@ def compile_model(outputs: Union[Outputs, Graph], target: str = "auto", workdir:
     zeros at its inputs' smallest shapes, so that every GEMM/conv kernel creates its primitive, and
     writes which oneDNN implementation each got into report.json (onednn_impls, reference_kernels,
     kernel_check); a reference implementation is a ReferenceKernelWarning naming the op. Other shapes
-    create their primitives at their first run, and Model.run warns then. `streams` (CUDA, 1..16,
+    create their primitives at their first run, and Model.run warns then. `streams` (CUDA and ROCm, 1..16,
     default 1: off until measured on a GPU) runs independent kernels on up to that many streams,
     ordered by events (codegen/streams.py)."""
-    from .runtime.device import cuda_capability
     from .runtime.model import Model
 
     t0 = time.perf_counter()
@@ -194,16 +208,17 @@ def compile_model(outputs: Union[Outputs, Graph], target: str = "auto", workdir:
         raise TargetError(f'precision="int8" runs on the CPU backend only; the target is {target} '
                           '(pass target="cpu")')
     backend = load_backend(target)
-    arch = backend.resolve_arch(arch, cuda_capability)
+    arch = backend.resolve_arch(arch, device_capability(target))
     graph = outputs.copy() if isinstance(outputs, Graph) else Graph.from_outputs(outputs, name=name)
     if cuda_graph is None:
-        cuda_graph = target == "cuda" and all(d.is_static for t in graph.inputs for d in t.shape)
+        cuda_graph = target in GPU_TARGETS and all(d.is_static for t in graph.inputs for d in t.shape)
     elif not isinstance(cuda_graph, bool):
         raise RuntimeInputTypeError(f"cuda_graph must be True, False or None, got {type(cuda_graph).__name__}")
     if isinstance(streams, bool) or not isinstance(streams, int) or not 1 <= streams <= MAX_STREAMS:
         raise RuntimeInputTypeError(f"streams must be an int in [1, {MAX_STREAMS}], got {streams!r}")
-    if streams > 1 and target != "cuda":
-        raise TargetError(f"streams={streams}: several streams apply to CUDA builds; the target is {target}")
+    if streams > 1 and target not in GPU_TARGETS:
+        raise TargetError(f"streams={streams}: several streams apply to GPU builds (CUDA, ROCm); "
+                          f"the target is {target}")
     feeds = None
     if precision == "int8":   # checked before any pass: a bad feed is the caller's, named as such
         from .quant.calibrate import check_feeds
@@ -353,7 +368,7 @@ def _build_library(graph, plan: MemoryPlan, backend, target, arch, opts, constan
     library = f"model_{digest.hexdigest()[:16]}.so"
     if (work / library).is_dir() and not (work / library).is_symlink():
         raise WorkdirError(f"workdir {work} holds a folder named {library}, where this build's library goes")
-    result = build_mod.build(sources, work / library, compiler=backend.compiler, flags=cflags,
+    result = build_mod.build(sources, work / library, compiler=backend.tool(), flags=cflags,
                              link_flags=lflags, workdir=work / "obj", progress=progress, jobs=jobs)
     mock = None
     if backend.mock_device:

@@ -49,9 +49,10 @@ def golden(request):
 def pytest_collection_modifyitems(config, items):
     """Tests marked slow (full-size models through the oracle) run with -m slow or AITGEN_RUN_SLOW=1;
     tests marked cuda_compile (nvcc builds of zoo models, minutes) with -m cuda_compile or
-    AITGEN_RUN_CUDA_COMPILE=1. Each is its own CI step. mock_census (the op catalogue built for
-    every dtype and arch and run on the mock device, an hour of nvcc on 2 cores) runs with
-    -m mock_census or AITGEN_RUN_MOCK_CENSUS=1, by hand.
+    AITGEN_RUN_CUDA_COMPILE=1; rocm_compile (hipcc builds of Composable Kernel instances, ~45 s
+    each per arch) with -m rocm_compile or AITGEN_RUN_ROCM_COMPILE=1. Each is its own CI step.
+    mock_census (the op catalogue built for every dtype and arch and run on the mock device, an
+    hour of nvcc on 2 cores) runs with -m mock_census or AITGEN_RUN_MOCK_CENSUS=1, by hand.
 
     Every other test that asks for the `cuda_toolchain` fixture (nvcc + CUTLASS: the host-emulated
     kernels, single-kernel compiles) is marked cuda_compile here, so the CI step that installs the
@@ -62,7 +63,7 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.cuda_compile)
     markexpr = config.getoption("markexpr") or ""
     for marker, env in (("slow", "AITGEN_RUN_SLOW"), ("cuda_compile", "AITGEN_RUN_CUDA_COMPILE"),
-                        ("mock_census", "AITGEN_RUN_MOCK_CENSUS")):
+                        ("rocm_compile", "AITGEN_RUN_ROCM_COMPILE"), ("mock_census", "AITGEN_RUN_MOCK_CENSUS")):
         if marker in markexpr or os.environ.get(env) == "1":
             continue
         skip = pytest.mark.skip(reason=f"{marker}: run with -m {marker} or {env}=1")
@@ -81,3 +82,17 @@ def cuda_toolchain():
         locate.cutlass()
     except ToolchainError as e:
         pytest.skip(f"CUDA toolchain missing: {e}")
+
+
+@pytest.fixture(scope="session")
+def rocm_toolchain():
+    """hipcc and the Composable Kernel headers (locate.ck(): AITGEN_CK_HOME, ROCm's, or
+    shared/3rdparty beside the checkout), or a skip that says which is missing. Cheap builds
+    (copies, own kernels) stay in the default tier; CK instances go behind rocm_compile."""
+    from aitgen.codegen import locate
+    from aitgen.errors import ToolchainError
+    try:
+        locate.hipcc()
+        locate.ck()
+    except ToolchainError as e:
+        pytest.skip(f"ROCm toolchain missing: {e}")

@@ -59,11 +59,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     comp = sub.add_parser("compile", help="compile a model into a workdir (shared library + weights + report)")
     comp.add_argument("model", help=_MODEL_HELP)
-    comp.add_argument("--target", default="auto", type=_target, help=f"{targets.describe()}; default: auto, which "
-                                                                     "is cuda where a GPU answers, else cpu")
+    comp.add_argument("--target", default="auto", type=_target,
+                      help=f"{targets.describe()}; default: auto, which is cuda where an NVIDIA GPU answers, "
+                           "rocm where an AMD GPU does, else cpu")
     comp.add_argument("--workdir", required=True, help="directory to build into")
-    comp.add_argument("--arch", help="CUDA: sm_80 or sm_90a (sm_90 means sm_90a); default: the GPU present, "
-                                     "else sm_80. No GPU is needed to build")
+    comp.add_argument("--arch", help="CUDA: sm_80 or sm_90a (sm_90 means sm_90a); ROCm: gfx90a or gfx940 "
+                                     "(gfx942 where hipcc takes it); default: the GPU present, else sm_80 / "
+                                     "gfx90a. No GPU is needed to build")
     comp.add_argument("--precision", choices=["float16", "bfloat16", "int8"],
                       help="compute in float16/bfloat16 (inputs and outputs keep their dtypes); int8 "
                            "(CPU): GEMMs/convs quantised after calibration on --calibration")

@@ -17,7 +17,8 @@ def targets() -> tuple[list[str], list[str]]:
         return [], []
     ready, planned = [], []
     for d in sorted(root.iterdir()):
-        if not d.is_dir() or d.name == "common" or d.name.startswith((".", "_")):
+        # common/ and gpu/ hold sources that backends share, not a backend
+        if not d.is_dir() or d.name in ("common", "gpu") or d.name.startswith((".", "_")):
             continue
         (ready if (d / "backend.yaml").is_file() else planned).append(d.name)
     return ready, planned
@@ -49,8 +50,7 @@ def resolve(target: str, arch: Optional[str]) -> tuple[str, Optional[str]]:
     """(backend name, arch) a build with these options uses, checked before any work is done;
     UsageError naming the archs that exist where `arch` is not one of them."""
     from ..codegen.backend import load_backend
-    from ..compiler import pick_target
-    from ..runtime.device import cuda_capability
+    from ..compiler import device_capability, pick_target
 
     name = pick_target(target)
     backend = load_backend(name)
@@ -67,7 +67,7 @@ def resolve(target: str, arch: Optional[str]) -> tuple[str, Optional[str]]:
                              + (f" (aliases: {aliases})" if aliases else ""))
         return name, resolved
     try:
-        return name, backend.resolve_arch(None, cuda_capability)
+        return name, backend.resolve_arch(None, device_capability(name))
     except ValueError as e:   # a GPU present that the backend builds no arch for
         raise UsageError(str(e).replace("pass arch= explicitly", "pass --arch")) from None
 

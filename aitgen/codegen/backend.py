@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Callable, Optional
+from typing import Callable, Optional, Union
 
 import yaml
 
@@ -22,6 +22,8 @@ class BackendConfig:
     static_sources: tuple[str, ...]  # relative to backends/, compiled into every model
     uses_onednn: bool = False
     uses_cutlass: bool = False
+    # Composable Kernel headers (locate.ck()) as -isystem dirs, and their pin in the flags.
+    uses_ck: bool = False
     # Each build also links a mock-device variant (aitgen/codegen/mock_build.py).
     mock_device: bool = False
     # Suffix of every generated translation unit (kernels and the run sequence): it picks the
@@ -30,7 +32,10 @@ class BackendConfig:
     archs: tuple[tuple[str, tuple[str, ...]], ...] = ()   # arch -> its compile flags, in yaml order
     default_arch: Optional[str] = None
     arch_aliases: tuple[tuple[str, str], ...] = ()
-    capabilities: tuple[tuple[str, str], ...] = ()         # "9.0" -> "sm_90a"
+    capabilities: tuple[tuple[str, str], ...] = ()         # "9.0" -> "sm_90a"; ROCm: "gfx90a" -> "gfx90a"
+    # Archs listed only when the compiler accepts their flags (a probe at resolve_arch): hipcc before
+    # clang 17 refuses gfx942.
+    probe_archs: tuple[str, ...] = ()
     # Byte alignment of every arena tensor's base: the strictest any of the backend's kernels asks.
     alignment: int = 64
     # Precisions convert_precision applies as its mixed policy by default (Capabilities.mixed_precision).
@@ -40,9 +45,17 @@ class BackendConfig:
     def arch_names(self) -> list[str]:
         return [a for a, _ in self.archs]
 
-    def resolve_arch(self, arch: Optional[str], capability: Callable[[], Optional[tuple[int, int]]]) -> Optional[str]:
+    def tool(self) -> locate.Tool:
+        """The compiler, found and versioned by locate (hipcc: its search path and HIP_PLATFORM)."""
+        if self.compiler == "hipcc":
+            return locate.hipcc()
+        return locate.tool(self.compiler)
+
+    def resolve_arch(self, arch: Optional[str],
+                     capability: Callable[[], Optional[Union[tuple[int, int], str]]]) -> Optional[str]:
         """The arch a build uses: `arch` as asked (aliases resolved), else the present GPU's (by
-        `capability()`, called only then), else default_arch. None for a backend without archs."""
+        `capability()`, called only then: a (major, minor) compute capability, or a gfx name on
+        ROCm), else default_arch. None for a backend without archs."""
         if not self.archs:
             if arch is not None:
                 raise TargetError(f"target '{self.name}' takes no arch (got {arch!r})")
@@ -50,16 +63,26 @@ class BackendConfig:
         if arch is None:
             cc = capability()
             if cc is not None:
-                key = f"{cc[0]}.{cc[1]}"
+                key = cc if isinstance(cc, str) else f"{cc[0]}.{cc[1]}"
                 found = dict(self.capabilities).get(key)
                 if found is None:
-                    raise TargetError(f"the GPU present has compute capability {key}, which target '{self.name}' "
+                    raise TargetError(f"the GPU present is {key}, which target '{self.name}' "
                                      f"does not build for (it builds {self.arch_names}); pass arch= explicitly")
-                return found
+                return self._probed(found)
             return self.default_arch
         arch = dict(self.arch_aliases).get(arch, arch)
         if arch not in self.arch_names:
             raise TargetError(f"unknown arch {arch!r} for target '{self.name}'; expected one of {self.arch_names}")
+        return self._probed(arch)
+
+    def _probed(self, arch: str) -> str:
+        if arch in self.probe_archs:
+            tool = self.tool()
+            if not locate.accepts_arch(tool, list(dict(self.archs)[arch])):
+                raise TargetError(f"arch {arch!r} of target '{self.name}' needs a newer compiler: {tool.path} "
+                                  f"({tool.version}) refuses {' '.join(dict(self.archs)[arch])} (gfx942 needs "
+                                  f"clang >= 17, ROCm 6); build for one of "
+                                  f"{[a for a in self.arch_names if a not in self.probe_archs]}")
         return arch
 
     def compile_flags(self, arch: Optional[str] = None) -> list[str]:
@@ -77,6 +100,12 @@ class BackendConfig:
             # The pin in the flags, so in every object's cache key: the headers are not hashed, and
             # the cache key names include dirs by position, not path (codegen/build.py).
             flags += [f"-DAITGEN_CUTLASS_PIN={locate.pin('cutlass').version}"]
+        if self.uses_ck:
+            ck = locate.ck()
+            for d in ck.include_dirs:
+                flags += ["-isystem", str(d)]
+            # As for CUTLASS: headers are not hashed, so which CK compiled an object is in its flags.
+            flags += [f"-DAITGEN_CK_PIN={ck.version}"]
         return flags
 
     def link_flags(self) -> list[str]:
@@ -106,6 +135,8 @@ def load_backend(name: str) -> BackendConfig:
                          static_sources=tuple(raw.get("static_sources", [])),
                          uses_onednn=bool(raw.get("uses_onednn", False)),
                          uses_cutlass=bool(raw.get("uses_cutlass", False)),
+                         uses_ck=bool(raw.get("uses_ck", False)),
+                         probe_archs=tuple(str(a) for a in raw.get("probe_archs", [])),
                          mock_device=bool(raw.get("mock_device", False)),
                          source_suffix=raw.get("source_suffix", ".cpp"),
                          archs=_pairs(raw, "archs", lambda v: tuple(str(f) for f in v)),

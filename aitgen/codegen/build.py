@@ -149,6 +149,8 @@ class ObjectCache:
         # is in the key because quoted includes resolve relative to it and it is baked into the object.
         # The compiler counts by name and version, not by where it is installed (see the module doc).
         tool = f"{compiler.path.name}\n{compiler.real_path.name}\n{compiler.version_text}"
+        if compiler.env:   # hipcc's HIP_PLATFORM picks what it compiles for (absent: keys as before)
+            tool += "\nenv:" + "\0".join(f"{k}={v}" for k, v in compiler.env)
         for part in (_CACHE_FORMAT, tool, source.name, "\0".join(portable_flags(flags, roots)), source.text):
             b = part.encode()
             h.update(len(b).to_bytes(8, "little") + b)
@@ -319,10 +321,11 @@ def _stop(proc: subprocess.Popen) -> None:
             continue
 
 
-def _run_ninja(workdir: Path, jobs: int, on_compiled) -> tuple[int, list[str]]:
+def _run_ninja(workdir: Path, jobs: int, on_compiled, tool_env=()) -> tuple[int, list[str]]:
     global _prctl
     cmd = [str(locate.ninja()), "-f", "build.ninja", "-j", str(jobs)]
-    env = {**os.environ, "NINJA_STATUS": _STATUS + "%f/%t] "}
+    # tool_env: what the compiler needs set (locate.Tool.env), for its compiles and the link.
+    env = {**os.environ, **dict(tool_env), "NINJA_STATUS": _STATUS + "%f/%t] "}
     linux = sys.platform.startswith("linux")
     if linux and _prctl is None:
         _prctl = ctypes.CDLL(None, use_errno=True).prctl
@@ -545,7 +548,7 @@ def _build_locked(sources, out_so, tool, flags, link_flags, workdir, cache, jobs
 
     ok = False
     try:
-        rc, out = _run_ninja(workdir, max(1, jobs or build_jobs()), on_compiled)
+        rc, out = _run_ninja(workdir, max(1, jobs or build_jobs()), on_compiled, tool.env)
         ok = rc == 0
     except BaseException:
         tmp_so.unlink(missing_ok=True)

@@ -1,25 +1,32 @@
-"""The one place that finds third-party toolchains and headers: g++, nvcc, ninja, oneDNN, CUTLASS.
+"""The one place that finds third-party toolchains and headers: g++, nvcc, hipcc, ninja, oneDNN, CUTLASS,
+Composable Kernel.
 
 Libraries come from PyPI at the versions pinned in ``3rdparty/*.txt``. Everything else in aitgen
 asks this module, so a moved install or a new pin is a change here only. Environment variables
-(``CUDA_HOME``) are read here because this module is an edge; nothing below it reads any.
+(``CUDA_HOME``, ``ROCM_PATH``, ``AITGEN_CK_HOME``) are read here because this module is an edge;
+nothing below it reads any.
 """
 from __future__ import annotations
 
 import functools
+import hashlib
 import importlib.metadata as md
 import importlib.util
 import os
+import re
 import shutil
 import subprocess
 import sys
+import tempfile
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
 from aitgen.errors import ToolchainError
 
 __all__ = ["ToolchainError", "Pin", "Tool", "OneDNN", "Cutlass",
-           "pin", "tool", "cxx", "nvcc", "ninja", "onednn", "cutlass"]
+           "pin", "tool", "cxx", "nvcc", "ninja", "onednn", "cutlass", "hipcc", "accepts_arch", "CK", "ck",
+           "HIP_ENV"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -87,6 +94,9 @@ class Tool:
     real_path: Path      # symlinks resolved: the binary that actually runs, for cache keys
     version: str         # one readable line, e.g. "g++ (Debian 12.2.0-14+deb12u1) 12.2.0"
     version_text: str    # the whole --version output; goes into object-cache keys
+    # Variables the compiler needs in its environment (hipcc: HIP_PLATFORM=amd), set by the build
+    # for every compile and link, and part of the object-cache key.
+    env: tuple[tuple[str, str], ...] = ()
 
     @property
     def fingerprint(self) -> str:
@@ -94,10 +104,11 @@ class Tool:
 
 
 @functools.lru_cache(maxsize=None)
-def _probe(path: str, real: str, _mtime_ns: int, _size: int) -> Tool:
+def _probe(path: str, real: str, _mtime_ns: int, _size: int, env: tuple[tuple[str, str], ...] = ()) -> Tool:
     # Keyed on mtime and size as well as path so an upgraded compiler in place gets a new version.
     try:
-        proc = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=60)
+        proc = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=60,
+                              env={**os.environ, **dict(env)} if env else None)
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise ToolchainError(f"cannot run '{path} --version': {exc}") from exc
     text = (proc.stdout or proc.stderr).strip()
@@ -106,18 +117,19 @@ def _probe(path: str, real: str, _mtime_ns: int, _size: int) -> Tool:
     lines = [ln for ln in text.splitlines() if ln.strip()]
     # nvcc puts its release on a later line; g++ and clang on the first.
     line = next((ln for ln in lines if "release" in ln), lines[0])
-    return Tool(Path(path), Path(real), line.strip(), text)
+    return Tool(Path(path), Path(real), line.strip(), text, env)
 
 
-def tool(name_or_path: str | os.PathLike) -> Tool:
-    """A compiler found on PATH or at a path, with its version. Raises ToolchainError if absent."""
+def tool(name_or_path: str | os.PathLike, env: dict[str, str] | None = None) -> Tool:
+    """A compiler found on PATH or at a path, with its version (asked with `env` added to the
+    environment, as its compiles will run). Raises ToolchainError if absent."""
     found = shutil.which(str(name_or_path))
     if found is None:
         raise ToolchainError(f"compiler {str(name_or_path)!r} not found (not on PATH and not an executable path)")
     found = os.path.abspath(found)
     real = os.path.realpath(found)
     st = os.stat(real)
-    return _probe(found, real, st.st_mtime_ns, st.st_size)
+    return _probe(found, real, st.st_mtime_ns, st.st_size, tuple(sorted((env or {}).items())))
 
 
 def cxx(name: str = "g++") -> Tool:
@@ -139,6 +151,50 @@ def nvcc(path: str | None = None) -> Tool:
         if shutil.which(cand):
             return tool(cand)
     raise ToolchainError(f"nvcc not found (tried {', '.join(candidates)}); install the CUDA toolkit or set CUDA_HOME")
+
+
+# Debian's hipcc picks the NVIDIA platform whenever nvcc is installed too (and then runs nvcc):
+# every hipcc call of ours names the AMD platform, so no user has to.
+HIP_ENV = {"HIP_PLATFORM": "amd"}
+HIP_INSTALL = "apt-get install -y --no-install-recommends hipcc libamdhip64-dev (Debian 12: HIP 5.2), or ROCm"
+
+
+def hipcc(path: str | None = None) -> Tool:
+    """hipcc from an explicit path, PATH, $ROCM_PATH/bin or /opt/rocm/bin, in that order; its
+    version (and every compile) under HIP_PLATFORM=amd. `hipcc --version` prints a traceback
+    without a GPU driver (rocm_agent_enumerator) but exits 0 with the HIP and clang versions on
+    stdout, which is what the cache key takes: the key does not depend on a GPU being present."""
+    rocm = os.environ.get("ROCM_PATH")
+    candidates = [path] if path else [
+        "hipcc", *([os.path.join(rocm, "bin", "hipcc")] if rocm else []), "/opt/rocm/bin/hipcc"]
+    for cand in candidates:
+        if shutil.which(cand):
+            found = tool(cand, HIP_ENV)
+            # clang's "InstalledDir: /usr/bin" is where this machine keeps it, which cache keys never
+            # name (codegen/build.py): the HIP and clang versions identify the compiler.
+            text = "\n".join(ln for ln in found.version_text.splitlines() if not ln.startswith("InstalledDir:"))
+            return dataclasses.replace(found, version_text=text)
+    raise ToolchainError(f"hipcc not found (tried {', '.join(candidates)}); install it with '{HIP_INSTALL}' "
+                         "or set ROCM_PATH")
+
+
+@functools.lru_cache(maxsize=None)
+def _accepts(compiler: Tool, flags: tuple[str, ...]) -> bool:
+    with tempfile.TemporaryDirectory(prefix="aitgen-probe-") as d:
+        src = Path(d) / "probe.hip"
+        src.write_text("__attribute__((used)) static int aitgen_probe;\n")
+        try:
+            proc = subprocess.run([str(compiler.path), *flags, "-fsyntax-only", str(src)], capture_output=True,
+                                  timeout=120, env={**os.environ, **dict(compiler.env)})
+        except (OSError, subprocess.TimeoutExpired):
+            return False
+    return proc.returncode == 0
+
+
+def accepts_arch(compiler: Tool, flags: list[str]) -> bool:
+    """Whether `compiler` takes an arch's flags (hipcc refuses --offload-arch=gfx942 before clang
+    17): a syntax-only compile of an empty file, about 0.2 s when refused, once per process."""
+    return _accepts(compiler, tuple(flags))
 
 
 def ninja() -> Path:
@@ -259,3 +315,81 @@ def cutlass() -> Cutlass:
     source = header.parents[2]   # .../cutlass_library/source
     dirs = [source / "include", source / "tools/util/include"]
     return Cutlass(tuple(d for d in dirs if d.is_dir()), dist.version)
+
+
+# ---------------------------------------------------------------------------------------------
+# Composable Kernel (headers only; no PyPI package builds with HIP 5.2)
+# ---------------------------------------------------------------------------------------------
+
+# The commit this project's CK templates are written against (AITemplate's pin; the newest CK known
+# to compile with Debian's HIP 5.2). A checkout with a PIN.md names its own commit.
+CK_COMMIT = "b076a02ad25892192be9fefb08a53e89fa48160c"
+CK_HOWTO = (f"set AITGEN_CK_HOME to a Composable Kernel checkout at commit {CK_COMMIT[:7]} "
+            f"(git clone https://github.com/ROCm/composable_kernel && git -C composable_kernel checkout "
+            f"{CK_COMMIT[:7]}), or install ROCm's composablekernel-dev")
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+
+
+@dataclass(frozen=True)
+class CK:
+    include_dirs: tuple[Path, ...]   # ck/ headers, then ck/library/ headers where they sit apart
+    version: str                     # a commit (PIN.md), else a digest of ck/ck.hpp: goes into the flags
+    origin: str                      # which rule found it (AITGEN_CK_HOME, ROCM_PATH, ...)
+
+
+def ck_candidates() -> list[tuple[str, Path]]:
+    """(rule, folder) in the documented order: AITGEN_CK_HOME, ROCm's own include dir
+    ($ROCM_PATH/include, /opt/rocm/include, holding ck/), then shared/3rdparty/composable_kernel
+    beside the checkout or any folder above it (../shared/... from the project root)."""
+    out: list[tuple[str, Path]] = []
+    rocm = os.environ.get("ROCM_PATH")
+    for root in ([Path(rocm)] if rocm else []) + [Path("/opt/rocm")]:
+        out.append((f"ROCm ({root})", root / "include"))
+    for parent in (PROJECT_ROOT, *PROJECT_ROOT.parents):
+        out.append(("shared/3rdparty", parent / "shared" / "3rdparty" / "composable_kernel"))
+    return out
+
+
+def _ck_at(folder: Path, origin: str) -> CK | None:
+    """CK under `folder`: a checkout (include/ck/ck.hpp, library/include/) or an include dir (ck/ck.hpp)."""
+    for inc in (folder / "include", folder):
+        if (inc / "ck" / "ck.hpp").is_file():
+            lib = inc.parent / "library" / "include"
+            dirs = (inc, lib) if inc != folder and (lib / "ck" / "library").is_dir() else (inc,)
+            return CK(dirs, _ck_version(folder, inc), origin)
+    return None
+
+
+def _ck_version(folder: Path, inc: Path) -> str:
+    try:
+        text = (folder / "PIN.md").read_text()
+    except OSError:
+        text = ""
+    m = re.search(r"commit ([0-9a-f]{7,40})", text)
+    if m:
+        return m.group(1)[:12]
+    return "ckhpp-" + hashlib.sha256((inc / "ck" / "ck.hpp").read_bytes()).hexdigest()[:12]
+
+
+@functools.lru_cache(maxsize=None)
+def _ck(home: str | None, rocm: str | None) -> CK:
+    if home:
+        found = _ck_at(Path(home), "AITGEN_CK_HOME")
+        if found is None:   # asked for explicitly: never fall through to another CK silently
+            raise ToolchainError(f"AITGEN_CK_HOME={home} holds no Composable Kernel headers "
+                                 f"(neither include/ck/ck.hpp nor ck/ck.hpp); {CK_HOWTO}")
+        return found
+    tried = []
+    for origin, folder in ck_candidates():
+        found = _ck_at(folder, origin)
+        if found is not None:
+            return found
+        tried.append(str(folder))
+    raise ToolchainError(f"Composable Kernel headers not found (AITGEN_CK_HOME unset; tried {', '.join(tried)}); "
+                         f"{CK_HOWTO}")
+
+
+def ck() -> CK:
+    """Composable Kernel's include dirs, in the documented order (ck_candidates); ToolchainError
+    saying how to get it when none holds it."""
+    return _ck(os.environ.get("AITGEN_CK_HOME") or None, os.environ.get("ROCM_PATH") or None)

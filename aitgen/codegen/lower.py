@@ -41,6 +41,7 @@ FEATURES = ("operand_views", "strided_output", "epilogue_widen")
 BACKENDS: dict[str, str] = {
     "cpu": "aitgen.codegen.kernels.cpu",
     "cuda": "aitgen.codegen.kernels.cuda",
+    "rocm": "aitgen.codegen.kernels.rocm",
 }
 
 

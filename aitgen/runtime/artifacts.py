@@ -30,7 +30,9 @@ from ..errors import ModelError
 from ..ir.dtype import DType
 
 FORMAT = 2
-TARGETS = ("cpu", "cuda")
+TARGETS = ("cpu", "cuda", "rocm")
+# Targets whose model memory is a GPU's (device_archs required; CUDA/HIP graphs; several streams).
+GPU_TARGETS = ("cuda", "rocm")
 MODEL_JSON = "model.json"
 WEIGHTS = "weights.safetensors"
 _LIBRARY = re.compile(r"model_[0-9a-f]{16}\.so")
@@ -134,9 +136,11 @@ def read_artifacts(workdir: Path) -> Artifacts:
                                                                                       "constants")}
     archs = meta.get("device_archs", {})
     if not (isinstance(archs, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in archs.items())):
-        raise ModelError(f"{where}: 'device_archs' must map compute capabilities to arch names (strings)")
-    if meta["target"] == "cuda" and not archs:
-        raise ModelError(f"{where}: a CUDA build lists no 'device_archs' (built by an older aitgen); rebuild")
+        raise ModelError(f"{where}: 'device_archs' must map compute capabilities (ROCm: gfx ISAs) to arch names "
+                         "(strings)")
+    if meta["target"] in GPU_TARGETS and not archs:
+        raise ModelError(f"{where}: a {meta['target']} build lists no 'device_archs' (built by an older aitgen); "
+                         "rebuild")
     kernel_ops = meta.get("kernel_ops", {})
     if not (isinstance(kernel_ops, dict)
             and all(isinstance(v, list) and all(isinstance(o, str) for o in v) for v in kernel_ops.values())):

@@ -150,7 +150,7 @@ class CudaIO:
         if dev_id != self.device:
             raise RuntimeInputError(f"input '{name}' is on cuda:{dev_id}, the model runs on cuda:{self.device}")
         # stream 1: the producer orders its pending writes before the legacy default stream, which
-        # every run waits for (backends/cuda/src/cuda_runtime.cu).
+        # every run waits for (backends/gpu/src/gpu_runtime.cu).
         return dlpack.view(obj, name, stream=1)
 
     def run(self, feeds: Sequence[tuple[str, Any]], call, stream: Optional[int] = None) -> dict[str, Any]:
@@ -215,7 +215,7 @@ class CudaIO:
             if mode == "host":
                 out_ptrs.append(self._buffer(staging, "out:" + name, nbytes))
                 continue
-            buf = _allocate(mode, spec, self.device)
+            buf = _allocate(mode, spec, self.device, self.rt)
             outs.append(buf)
             out_ptrs.append(_data_ptr(buf))
         if stream is None:
@@ -252,7 +252,7 @@ def _nbytes(shape, dtype: DType) -> int:
     return int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
 
 
-def _allocate(mode: str, spec, device: int):
+def _allocate(mode: str, spec, device: int, rt=None):
     numel = int(np.prod(spec.max_shape, dtype=np.int64))
     if mode == "torch":
         import torch
@@ -263,7 +263,7 @@ def _allocate(mode: str, spec, device: int):
         import cupy
         with cupy.cuda.Device(device):
             return cupy.empty(max(numel, 1), dtype=spec.dtype.np)
-    return DeviceBuffer(numel * spec.dtype.itemsize)
+    return DeviceBuffer(numel * spec.dtype.itemsize, rt)   # rt: the mock's, or HIP's (runtime/rocm.py)
 
 
 def _data_ptr(buf) -> int:

@@ -22,6 +22,7 @@ import numpy as np
 from ..errors import AitgenError, ModelError, RuntimeInputError, RuntimeInputTypeError, WorkdirError
 from ..ir.dtype import DType
 from . import artifacts, dlpack, kernel_report
+from .artifacts import GPU_TARGETS
 from .lock import workdir_lock
 
 MAX_RANK = 8
@@ -75,12 +76,14 @@ class Model:
     RuntimeInputError and leaves the model usable. Thread-safe; `num_runtimes` calls run at once.
 
     CUDA models: `device` is the GPU to run on; `cuda_graph` (default: the compile option) replays
-    the run sequence as CUDA graphs, one per set of bound dims. Where no GPU or driver answers,
-    loading raises aitgen.errors.DeviceError saying why."""
+    the run sequence as CUDA graphs, one per set of bound dims. ROCm models likewise, through
+    hip-python and HIP graphs (runtime/rocm.py). Where no GPU, driver or binding answers, loading
+    raises aitgen.errors.DeviceError saying why."""
 
     def __init__(self, workdir: Union[str, Path], num_runtimes: int = 1, *, cuda_graph: Optional[bool] = None,
                  device: int = 0, mock_device: bool = False):
         self._handle, self._io, self._impls, self._mock, self._mock_run = None, None, None, None, None
+        self._hip = None   # ROCm: the HIP runtime facade (runtime/rocm.py) prepare_device checked
         if not isinstance(mock_device, bool):
             raise RuntimeInputTypeError(f"mock_device must be True or False, got {type(mock_device).__name__}")
         num_runtimes = _count(num_runtimes, "num_runtimes", 1, MAX_RUNTIMES)
@@ -108,6 +111,9 @@ class Model:
             elif self.target == "cuda":
                 from .cuda import prepare_device
                 prepare_device(self.meta, device, lambda cc: art.device_archs.get(f"{cc[0]}.{cc[1]}"))
+            elif self.target == "rocm":
+                from .rocm import prepare_device as prepare_rocm
+                self._hip = prepare_rocm(self.meta, device, art.device_archs.get)
             try:
                 self._lib = (self._mock.load_library(library) if self._mock is not None
                              else ctypes.CDLL(str(library), mode=ctypes.RTLD_LOCAL))
@@ -138,14 +144,19 @@ class Model:
         self._min_shape = {n: t.min_shape for n, t in art.inputs.items()}
         self._dim_names = {n: t.dims for n, t in art.inputs.items()}
         self._impls = kernel_report.ImplWatch(self._lib, art.kernel_ops)
-        if self.target == "cuda":
-            from .cuda import CudaIO
-            self._io = CudaIO(self.input_specs, self.output_specs, device,
-                              self._mock.cudart if self._mock is not None else None)
+        if self.target in GPU_TARGETS:
+            if self.target == "rocm" and self._mock is None:
+                from .rocm import RocmIO
+                self._io = RocmIO(self.input_specs, self.output_specs, device, self._hip)
+            else:
+                from .cuda import CudaIO
+                self._io = CudaIO(self.input_specs, self.output_specs, device,
+                                  self._mock.cudart if self._mock is not None else None)
             use_graph = self.meta.get("cuda_graph", False) if cuda_graph is None else cuda_graph
             self._check(self._lib.ait_model_set_option(handle, b"cuda_graph", int(bool(use_graph))))
         elif cuda_graph:
-            raise AitgenError(f"cuda_graph applies to CUDA models; {self.workdir} was built for {self.target}")
+            raise AitgenError(f"cuda_graph applies to CUDA models (and ROCm ones, as HIP graphs); {self.workdir} "
+                              f"was built for {self.target}")
 
     @classmethod
     def load(cls, workdir: Union[str, Path], num_runtimes: int = 1, **kw) -> "Model":

@@ -42,7 +42,7 @@ PRELUDE = r'''
 #include "aitgen/cuda_reduce.cuh"
 namespace ait { namespace cuda {
 // The record the kernels report to (declared in cuda_kernel.cuh); read and zeroed by emu_bad_input
-// after each run, as the runtime does (backends/cuda/src/cuda_runtime.cu).
+// after each run, as the runtime does (backends/gpu/src/gpu_runtime.cu).
 BadInputRecord* bad_input_record() { static BadInputRecord e{}; return &e; }
 RunState& run_state() { static RunState s = [] { RunState r; r.sm_count = 2; return r; }(); return s; }
 void* workspace(size_t, const char* who) { throw std::runtime_error(std::string(who) + ": no workspace here"); }

@@ -94,7 +94,7 @@ def test_build_without_gpu_returns_the_workdir(cuda_toolchain, tmp_path, arch):
     assert (report["num_kernels"], report["unique_kernels"]) == (3, 1)
     names = sorted(p.name for p in (work / "obj" / "src").iterdir())
     assert names == sorted([f"{report['kernels'][0]['func']}.cu", "model.cu", "model_container.cpp",
-                            "cuda_runtime.cu"])
+                            "gpu_runtime.cu"])
 
 
 def test_identical_kernels_compile_once(cuda_toolchain, tmp_path, monkeypatch):

@@ -7,7 +7,7 @@
   kernels per translation unit (each in a namespace of its own) so that a few nvcc runs cover them;
   one family set for sm_90a; every element-wise kind of the expression table rendered for device
   code, one unit per dtype class. The gather kernel also compiles on its own, and a gather model
-  links the runtime's bad-input record (backends/cuda/src/cuda_runtime.cu) into its library.
+  links the runtime's bad-input record (backends/gpu/src/gpu_runtime.cu) into its library.
 - The math: the element-wise functors of every kind, compiled by nvcc as host code (the same
   __host__ __device__ functions and ait:: math of cuda_math.cuh the GPU runs; std:: functions are
   the host's libm here and CUDA's on the device), against the oracle in float32 on special values
@@ -327,7 +327,7 @@ def test_gather_compiles_on_its_own(cuda_toolchain, tmp_path):
     r = subprocess.run(cmd, capture_output=True, text=True, check=False)
     assert r.returncode == 0, r.stderr[-4000:]
     nm = subprocess.run(["nm", "-C", str(tmp_path / "g.o")], capture_output=True, text=True, check=False).stdout
-    # a plain (not weak) reference: the runtime (backends/cuda/src/cuda_runtime.cu) must define it
+    # a plain (not weak) reference: the runtime (backends/gpu/src/gpu_runtime.cu) must define it
     assert re.search(r"\bU ait::cuda::bad_input_record\(\)", nm), nm
 
 

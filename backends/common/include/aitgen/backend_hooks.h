@@ -1,6 +1,6 @@
 // What the model container (common/src/model_container.cpp) asks of a backend: where model memory
 // lives, how constants reach it, and how one run executes. Each backend's static runtime source
-// defines these once (cpu/src/cpu_runtime.cpp, cuda/src/cuda_runtime.cu), so one container serves
+// defines these once (cpu/src/cpu_runtime.cpp, gpu/src/gpu_runtime.cu), so one container serves
 // every backend. Every function may throw std::exception; the container turns that into a status.
 #ifndef AITGEN_BACKEND_HOOKS_H_
 #define AITGEN_BACKEND_HOOKS_H_

@@ -9,9 +9,15 @@
 #ifndef AITGEN_CUDA_KERNEL_CUH_
 #define AITGEN_CUDA_KERNEL_CUH_
 
+// The runtime API (cuda_runtime.h, or HIP's with the CUDA names on ROCm) and the half types.
+#include "aitgen/gpu_runtime_api.h"
+#if AITGEN_GPU_HIP
+#include <hip/hip_bfloat16.h>
+#include <hip/hip_fp16.h>
+#else
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
-#include <cuda_runtime.h>
+#endif
 
 #include <cmath>
 #include <cstddef>
@@ -27,12 +33,22 @@
 namespace ait {
 
 using half = __half;
+#if AITGEN_GPU_HIP
+// HIP 5.2 has no __hip_bfloat16 intrinsics: its struct converts (float() widens, the float
+// constructor rounds to nearest even, as __float2bfloat16_rn does).
+using bf16 = hip_bfloat16;
+#else
 using bf16 = __nv_bfloat16;
+#endif
 
 AIT_HD float to_f32(float v) { return v; }
 AIT_HD double to_f32(double v) { return v; }
 AIT_HD float to_f32(half v) { return __half2float(v); }
+#if AITGEN_GPU_HIP
+AIT_HD float to_f32(bf16 v) { return static_cast<float>(v); }
+#else
 AIT_HD float to_f32(bf16 v) { return __bfloat162float(v); }
+#endif
 
 template <typename T>
 AIT_HD T from_f32(float v);
@@ -54,8 +70,13 @@ template <>
 AIT_HD fp8_e5m2fnuz from_f32<fp8_e5m2fnuz>(float v) { return fp8_from_double<fp8_e5m2fnuz>(v); }
 template <>
 AIT_HD half from_f32<half>(float v) { return __float2half_rn(v); }
+#if AITGEN_GPU_HIP
+template <>
+AIT_HD bf16 from_f32<bf16>(float v) { return bf16(v); }
+#else
 template <>
 AIT_HD bf16 from_f32<bf16>(float v) { return __float2bfloat16_rn(v); }
+#endif
 
 namespace cuda {
 

@@ -1,5 +1,7 @@
-// The CUDA backend's side of the model container (aitgen/backend_hooks.h) and the run state every
-// kernel reads (aitgen/cuda_kernel.cuh).
+// The GPU backends' side of the model container (aitgen/backend_hooks.h) and the run state every
+// kernel reads (aitgen/cuda_kernel.cuh), for CUDA and ROCm alike: written in the CUDA runtime's
+// names, which aitgen/gpu_runtime_api.h maps to HIP on ROCm (each backend's include dirs pick its
+// twin of that header). Where HIP's API differs in more than a name, an `#if AITGEN_GPU_HIP` says so.
 //
 // Model memory is device memory (cudaMalloc): the constants once per model, one activation arena per
 // runtime. Each runtime owns one non-blocking stream, a scratch workspace, and, when the option
@@ -13,11 +15,13 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "aitgen/backend_hooks.h"
 #include "aitgen/bad_input.hpp"
 #include "aitgen/cuda_kernel.cuh"
+#include "aitgen/gpu_runtime_api.h"
 
 namespace ait {
 namespace hooks {
@@ -259,10 +263,18 @@ void capture(Runtime* r, CapturedRun& g, const AitRunContext& ctx, std::vector<c
   }
   r->capturing = false;
   check(cudaStreamEndCapture(r->stream, &graph), "capturing the run sequence as a CUDA graph");
-  std::unique_ptr<CUgraph_st, cudaError_t (*)(cudaGraph_t)> owned(graph, cudaGraphDestroy);
+  std::unique_ptr<std::remove_pointer_t<cudaGraph_t>, cudaError_t (*)(cudaGraph_t)> owned(graph, cudaGraphDestroy);
   if (g.exec) {
+#if AITGEN_GPU_HIP
+    // HIP 5.2 keeps CUDA 11's form: the failing node and the result as two out-parameters.
+    hipGraphNode_t failed_node = nullptr;
+    hipGraphExecUpdateResult info;
+    const cudaError_t updated = hipGraphExecUpdate(g.exec, graph, &failed_node, &info);
+#else
     cudaGraphExecUpdateResultInfo info;
-    if (cudaGraphExecUpdate(g.exec, graph, &info) != cudaSuccess) {  // a different topology: rebuild
+    const cudaError_t updated = cudaGraphExecUpdate(g.exec, graph, &info);
+#endif
+    if (updated != cudaSuccess) {  // a different topology: rebuild
       cudaGetLastError();
       cudaGraphExecDestroy(g.exec);
       g.exec = nullptr;
