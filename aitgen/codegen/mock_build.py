@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import os
 import secrets
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
 
 from .._paths import backends_dir
-from ..errors import BuildError, ToolchainError
+from ..errors import BuildError
 from ..ir.tensor import Tensor
 from . import build as build_mod
 from . import locate
@@ -61,16 +60,13 @@ def _toolchain(backend: str, compiler: str) -> tuple[str, list[str], list[str], 
     mock_dir = backends_dir() / "gpu" / "mock"
     if backend == "rocm":
         cxx = locate.cxx().path
-        hipcc = shutil.which("hipcc")
-        if hipcc is None:
-            raise ToolchainError("hipcc not found: the mock of a ROCm build compiles against HIP's host headers "
-                                 "(apt-get install hipcc libamdhip64-dev)")
+        hipcc = locate.hipcc().real_path
         # /opt/rocm/bin/hipcc -> /opt/rocm/include; Debian's /usr/bin/hipcc: a default dir already
         # (naming /usr/include again would break libstdc++'s #include_next)
         hip_include = Path(hipcc).resolve().parent.parent / "include"
         extra = ["-isystem", str(hip_include)] if hip_include != Path("/usr/include") else []
         flags = ["-std=c++17", "-O1", "-fPIC", "-fvisibility=default", "-DAITMOCK_HIP",
-                 "-Wno-deprecated-declarations", f"-I{mock_dir}", *extra]
+                 "-Wno-deprecated-declarations", f"-I{mock_dir}", f"-I{backends_dir() / 'rocm' / 'include'}", *extra]
         return cxx, flags, [], []
     flags = ["-std=c++17", "-O1", "-Xcompiler=-fPIC,-fvisibility=default", f"-I{mock_dir}"]
     return compiler, flags, ["-cudart=none"], ["-cudart=none"]

@@ -309,7 +309,9 @@ AITMOCK_API cudaError_t cudaHostAlloc(void** p, size_t n, unsigned int) {
   *p = std::aligned_alloc(256, (std::max<size_t>(n, 1) + 255) / 256 * 256);
   return *p ? cudaSuccess : ret(cudaErrorMemoryAllocation);
 }
+#ifndef AITMOCK_HIP  // HIP has one pinned allocation, hipHostMalloc (cudaHostAlloc's form)
 AITMOCK_API cudaError_t cudaMallocHost(void** p, size_t n) { return cudaHostAlloc(p, n, 0); }
+#endif
 AITMOCK_API cudaError_t cudaFreeHost(void* p) {
   std::free(p);
   return cudaSuccess;

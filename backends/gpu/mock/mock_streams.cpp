@@ -119,11 +119,8 @@ AITMOCK_API cudaError_t cudaGraphDestroy(cudaGraph_t) {
   ENTER(d);
   return cudaSuccess;  // graphs are small bookkeeping, kept until the process ends
 }
-#ifdef AITMOCK_HIP  // HIP keeps the CUDA 11 forms: an error node and a log buffer; a node and a result
-AITMOCK_API cudaError_t cudaGraphInstantiate(cudaGraphExec_t* out, cudaGraph_t g, hipGraphNode_t*, char*, size_t) {
-#else
+// HIP: hipGraphInstantiateWithFlags, the same form (gpu_runtime_api.h maps the name)
 AITMOCK_API cudaError_t cudaGraphInstantiate(cudaGraphExec_t* out, cudaGraph_t g, unsigned long long) {
-#endif
   ENTER(d);
   const int i = graph_index(g);
   if (i < 0 || i >= (int)d.graphs.size()) return ret(cudaErrorInvalidValue);
@@ -131,7 +128,7 @@ AITMOCK_API cudaError_t cudaGraphInstantiate(cudaGraphExec_t* out, cudaGraph_t g
   *out = reinterpret_cast<cudaGraphExec_t>(static_cast<intptr_t>(d.graphs.size()));
   return cudaSuccess;
 }
-#ifdef AITMOCK_HIP
+#ifdef AITMOCK_HIP  // HIP keeps CUDA 11's form: an error node and a result
 AITMOCK_API cudaError_t cudaGraphExecUpdate(cudaGraphExec_t e, cudaGraph_t g, hipGraphNode_t*,
                                             hipGraphExecUpdateResult*) {
 #else

@@ -21,6 +21,7 @@ import pytest
 from aitgen.codegen import mock_build
 from aitgen.codegen.build import Source, build
 from aitgen.runtime import hsaco
+from aitgen.runtime.mock import MockDevice
 
 pytestmark = pytest.mark.skipif(shutil.which("hipcc") is None,
                                 reason="hipcc absent (apt-get install hipcc libamdhip64-dev)")
@@ -89,18 +90,14 @@ def test_code_object_metadata(built):
 
 
 def test_launches_checked(built):
-    _, runtime, lib, real = built
-    rt = ctypes.CDLL(str(runtime), mode=ctypes.RTLD_LOCAL)
-    rt.aitmock_launch.restype = ctypes.c_char_p
-    rt.aitmock_launch.argtypes = [ctypes.c_longlong]
-    rt.aitmock_failure.restype = ctypes.c_char_p
-    rt.aitmock_configure.argtypes = [ctypes.c_int] * 3 + [ctypes.c_longlong] * 2
-    rt.aitmock_configure(9, 0, 110, 65536, 65536)
-    for k in hsaco.library_kernels(real, "gfx90a")[0].values():
-        sizes = (ctypes.c_longlong * len(k.params))(*[s for _, s in k.params])
-        rt.aitmock_add_kernel(k.name.encode(), len(k.params), sizes, k.max_threads, ctypes.c_longlong(k.static_smem))
-    rt.aitmock_model_loading()
-    m = ctypes.CDLL(str(lib), mode=ctypes.RTLD_LOCAL | os.RTLD_DEEPBIND)
+    # Through the process's mock device of this kind (one per process, as a model load does): a
+    # library needing libaitgen_mock_hiprt.so binds to the one already loaded, if a test before
+    # this one loaded a ROCm model's.
+    _, runtime, lib, _ = built
+    dev = MockDevice.get(runtime)
+    dev.configure("gfx90a")
+    rt = dev.lib
+    m = dev.load_library(lib)   # registers the kernels of its gfx90a code object, then loads it
     x, y = ctypes.c_void_p(), ctypes.c_void_p()
     assert rt.hipMalloc(ctypes.byref(x), ctypes.c_size_t(4096)) == 0
     assert rt.hipMalloc(ctypes.byref(y), ctypes.c_size_t(4096)) == 0
