@@ -1,0 +1,152 @@
+"""The Composable Kernel instances of the ROCm GEMM-shaped kernels (gemm, bmm, conv2d): a small
+table of tiles, the heuristic that picks one per problem without a GPU, and every template number
+CK's XDL device ops take, derived here (templates only print them).
+
+Each instance is one CK template instantiation (~45 s of hipcc per arch on 2 cores), so the table
+is short and an instance depends only on what CK must know at compile time: layouts, dtypes,
+vector widths, tile and the epilogue functor. Problem sizes (M, N, K, strides, batch) are run-time
+arguments (GemmSpecialization::MNKPadding pads any size to the tile), so every BERT layer, every
+model with the same epilogue and vector widths, shares one object through the content cache.
+
+CK refuses an argument at run time (IsSupportedArgument) when a vector width does not divide the
+dimension it runs along: K for a K-contiguous operand, M or N for an M/N-contiguous one, N for the
+result and the D tensors. vector_width() picks the widest width that divides the size known at
+build time (a symbolic size: the constant factor of its polynomial), so CK's check holds for
+every size the model can bind; a problem no width fits is impossible (width 1 always divides).
+
+The profiler (sqlite cache, shape buckets) needs a GPU to time candidates; it is not wired for
+ROCm: choose() is the deterministic heuristic the CUDA profiler falls back on without a cache.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Optional
+
+from ....errors import UnsupportedOpError
+from ....ir.dims import Dim, gcd_static
+
+WAVE = 64          # CDNA wavefront
+XDL = 32           # MPerXDL = NPerXDL: the 32x32 MFMA (v_mfma_f32_32x32x8f16)
+K_PER_BLOCK = 32   # every tile of the table; 8-wide K vectors need K0 = 4
+MAX_VEC = 8        # 16 bytes of fp16/bf16: CK's widest global load in these transfers
+
+# Compute units per arch: the heuristic wants at least this many tiles per launch (MI210/MI250X
+# GCD: 104/110; MI300A (gfx940 class): 228).
+CU_COUNT = {"gfx90a": 104, "gfx940": 228}
+
+
+@dataclasses.dataclass(frozen=True)
+class Tile:
+    """One row of the instance table: threads, block tile (M x N), MFMAs per wave (M, N)."""
+    name: str
+    block: int
+    m: int
+    n: int
+    mxdl: int
+    nxdl: int
+
+    def check(self) -> None:
+        waves_m, waves_n = self.m // (self.mxdl * XDL), self.n // (self.nxdl * XDL)
+        if waves_m * self.mxdl * XDL != self.m or waves_n * self.nxdl * XDL != self.n \
+                or waves_m * waves_n * WAVE != self.block:
+            raise ValueError(f"CK tile {self.name}: {self.block} threads do not cover {self.m}x{self.n}")
+
+
+# Largest first (the heuristic walks it in order). The shapes are CK's own fp16 XDL instances.
+TILES = (
+    Tile("256x128", 256, 256, 128, 4, 2),
+    Tile("128x128", 256, 128, 128, 2, 2),
+    Tile("64x128", 128, 64, 128, 2, 2),
+    Tile("64x64", 64, 64, 64, 2, 2),
+)
+for _t in TILES:
+    _t.check()
+
+
+def vector_width(*extents: Dim) -> int:
+    """Widest vector (elements, at most MAX_VEC) that divides every extent for all its values."""
+    w = MAX_VEC
+    for e in extents:
+        g = e.value if e.is_static else gcd_static(e)
+        while w > 1 and (g == 0 or g % w):
+            w //= 2
+    return w
+
+
+def transfer(tile: Tile, k_contiguous: bool, along_m: bool, vec: int) -> dict:
+    """CK's block-transfer numbers for the A (along_m) or B operand: thread cluster over (K0, M|N,
+    K1), its orders, the source vector dim and widths, the LDS padding.
+
+    K-contiguous (A row-major, B column-major): K1 = 8, vectors along K (dim 2), as CK's mk/nk
+    instances. M/N-contiguous: K1 = 2, vectors along M|N (dim 1), each thread a 4-wide M|N slice
+    (CK's km/kn instances); the width must divide that slice."""
+    mn = tile.m if along_m else tile.n
+    if k_contiguous:
+        k1 = 8
+        k0 = K_PER_BLOCK // k1
+        cluster = (k0, tile.block // k0, 1)
+        if mn % cluster[1]:
+            raise ValueError(f"tile {tile.name}: {cluster[1]} threads do not divide {mn}")
+        return dict(k1=k1, cluster=list(cluster), order=[1, 0, 2], src_order=[1, 0, 2], vec_dim=2,
+                    src_vec=vec, dst_vec=k1, lds_extra=1)
+    k1 = 2
+    k0 = K_PER_BLOCK // k1
+    slice_mn = 4
+    threads_mn = mn // slice_mn
+    threads_k = tile.block // threads_mn
+    if threads_mn * threads_k != tile.block or k0 % threads_k:
+        raise ValueError(f"tile {tile.name}: no {slice_mn}-wide cluster over {k0}x{mn}")
+    return dict(k1=k1, cluster=[threads_k, threads_mn, 1], order=[0, 2, 1], src_order=[0, 2, 1], vec_dim=1,
+                src_vec=math.gcd(vec, slice_mn), dst_vec=k1, lds_extra=0)
+
+
+def cde_transfer(tile: Tile, vec: int) -> dict:
+    """The C-shuffle epilogue: one MFMA per wave per shuffle in M and N, the (1, M, 1, N) thread
+    cluster that writes the shuffled (waves_m * 32) x (waves_n * 32) tile `vec` elements at a time,
+    reading every D tensor with the same width."""
+    tile_n = (tile.n // (tile.nxdl * XDL)) * XDL
+    tile_m = (tile.m // (tile.mxdl * XDL)) * XDL
+    threads_n = tile_n // vec
+    threads_m = tile.block // threads_n
+    if threads_n * vec != tile_n or threads_m * threads_n != tile.block or threads_m == 0 or tile_m % threads_m:
+        raise ValueError(f"tile {tile.name}: no C-shuffle cluster for vector width {vec}")
+    return dict(shuffle=[1, 1], cluster=[1, threads_m, 1, threads_n], vec=vec)
+
+
+def instance(tile: Tile, a_k_contiguous: bool, b_k_contiguous: bool, vec_a: int, vec_b: int, vec_c: int) -> dict:
+    """Every number of one DeviceGemmMultipleD_Xdl_CShuffle-family instance (the `inst` param of
+    the templates)."""
+    a = transfer(tile, a_k_contiguous, True, vec_a)
+    b = transfer(tile, b_k_contiguous, False, vec_b)
+    return dict(name=f"{tile.name} va{a['src_vec']} vb{b['src_vec']} vc{vec_c}", block=tile.block, m=tile.m,
+                n=tile.n, k=K_PER_BLOCK, ak1=a["k1"], bk1=b["k1"], xdl=XDL, mxdl=tile.mxdl, nxdl=tile.nxdl,
+                a=a, b=b, cde=cde_transfer(tile, vec_c))
+
+
+def tiles_of(tile: Tile, m: Dim, n: Dim, batch: Dim) -> int:
+    """Workgroups a launch of `tile` has at the problem's largest sizes."""
+    return -(-m.upper // tile.m) * -(-n.upper // tile.n) * batch.upper
+
+
+def choose(arch: str, m: Dim, n: Dim, batch: Dim, a_k_contiguous: bool, b_k_contiguous: bool,
+           vec_a: int, vec_b: int, vec_c: int, what: str) -> dict:
+    """The instance for one problem: the largest tile that still gives every CU a workgroup at the
+    problem's largest sizes (a dynamic M is sized for its upper bound: the batch a server is
+    built for), else the smallest; tiles whose transfers cannot take the vector widths are skipped."""
+    cus = CU_COUNT.get(arch)
+    if cus is None:
+        raise UnsupportedOpError(f"{what}: no CK instances for arch {arch!r} (known: {sorted(CU_COUNT)})")
+    fitting: list[dict] = []
+    chosen: Optional[dict] = None
+    for tile in TILES:
+        try:
+            inst = instance(tile, a_k_contiguous, b_k_contiguous, vec_a, vec_b, vec_c)
+        except ValueError:
+            continue
+        fitting.append(inst)
+        if chosen is None and tiles_of(tile, m, n, batch) >= cus:
+            chosen = inst
+    if not fitting:
+        raise UnsupportedOpError(f"{what}: no CK instance takes vector widths a={vec_a} b={vec_b} c={vec_c}")
+    return chosen if chosen is not None else fitting[-1]

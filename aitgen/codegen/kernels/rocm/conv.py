@@ -1,0 +1,78 @@
+"""conv2d on ROCm: NHWC activations and OHWI filters through Composable Kernel's
+DeviceGroupedConvFwdMultipleD_Xdl_CShuffle (an implicit GEMM: M = N*P*Q, N = K/groups, K = R*S*C/groups,
+one GEMM per group), with the fused epilogue as its CDE operation over D tensors (gemm.py).
+
+CK describes every tensor by (G, N, C|K, H, W) lengths and strides, whatever its memory order; our
+NHWC / OHWI tensors with `groups` groups are (conv_ck.hip.j2):
+
+  x    lengths (G, N, C/G, H, W)     strides (C/G, H*W*C, 1, W*C, C)        layout GNHWC
+  w    lengths (G, K/G, C/G, R, S)   strides (K/G*R*S*C/G, R*S*C/G, 1, S*C/G, C/G)   GKYXC
+  out  lengths (G, N, K/G, P, Q)     strides (K/G, P*Q*K, 1, Q*K, K)        layout GNHWK
+  bias (one value per channel)       strides (K/G, 0, 1, 0, 0)              layout G_K
+  residual (the result's shape)      the result's strides                   layout GNHWK
+
+so depthwise and grouped convs take the same instance kind. Sizes, window and groups are run-time
+arguments; only the forward specialisation (a 1x1 window without padding skips the im2col
+arithmetic) is static, decided from the op's attributes, which are static in the IR. CK's run-time
+refusals (C/G and K/G against the vector widths, the specialisation's window) are decided here.
+"""
+from __future__ import annotations
+
+from ....errors import UnsupportedOpError
+from ....ir.dims import IntImm
+from ....ir.op import Op, OpKind
+from ....ops.fused import split_operands
+from ...lower import LowerContext, lowering
+from ...spec import KernelCall, KernelSpec
+from . import configs as ck
+from .gemm import AB_DTYPES, CK_TYPE, _int32, dense_result, epilogue_ds, functor
+
+
+def specialization(op: Op, r, s) -> str:
+    """CK's ConvolutionForwardSpecialization for the op's (static) window."""
+    a = op.attrs
+    one = r == IntImm(1) and s == IntImm(1) and not any(a.padding)
+    if one and tuple(a.stride) == (1, 1):
+        return "Filter1x1Stride1Pad0"
+    return "Filter1x1Pad0" if one else "Default"
+
+
+def conv_kernel(op: Op, arch: str) -> tuple[dict, list, list]:
+    """(params of conv_ck.hip.j2, ptrs, dims)."""
+    own, extras = split_operands(op.inputs, op.attrs)
+    x, w = own[:2]
+    bias = own[2] if len(own) == 3 else None
+    out = op.outputs[0]
+    a = op.attrs
+    what = f"conv2d '{op.name}'"
+    if getattr(a, "operand_views", None) is not None:
+        raise UnsupportedOpError(f"{what}: operands read through strided views have no ROCm conv kernel")
+    if x.dtype not in AB_DTYPES or w.dtype != x.dtype or out.dtype not in CK_TYPE:
+        raise UnsupportedOpError(f"{what}: operands {x.dtype}/{w.dtype} -> {out.dtype} have no ROCm (CK) kernel; "
+                                 "it takes float16 operands")
+    n, h, wd, c = x.shape
+    k, r, s, cg = w.shape
+    _, p, q, _ = out.shape
+    g = a.groups
+    kg = k // g if k.is_static else None
+    if kg is None:
+        raise UnsupportedOpError(f"{what}: a symbolic number of output channels has no ROCm conv kernel")
+    _int32(what, dict(x=n * h * wd * c, out=n * p * q * k, w=k * r * s * cg, M=n * p * q))
+    ds = epilogue_ds(op, out, bias, extras, (), (0, 1, 2))
+    vec_ab = ck.vector_width(cg)
+    vec_c = ck.vector_width(IntImm(kg))
+    inst = ck.choose(arch, n * p * q, IntImm(kg), IntImm(g), True, True, vec_ab, vec_ab, vec_c, what)
+    params = dict(op_label="conv2d", ctype=CK_TYPE[x.dtype], out_ctype=CK_TYPE[out.dtype],
+                  spec=specialization(op, r, s), inst=inst, functor=functor(op, bias is not None, extras),
+                  ds=[dict(ctype=CK_TYPE[d.tensor.dtype], row=d.stride_m == IntImm(0)) for d in ds])
+    (sh, sw), (pt, pb, pl, pr), (dh, dw) = a.stride, a.padding, a.dilation
+    dims = [n, h, wd, c, k, r, s, p, q, g, sh, sw, dh, dw, pt, pl, pb, pr]
+    return params, [out, x, w] + [d.tensor for d in ds], dims
+
+
+@lowering("rocm", OpKind.CONV2D, epilogue=True)
+def lower_conv(op: Op, ctx: LowerContext) -> list[KernelCall]:
+    dense_result(ctx, op, op.outputs[0])
+    params, ptrs, dims = conv_kernel(op, ctx.arch or "gfx90a")
+    spec = KernelSpec.make(ctx.template("conv_ck.hip.j2"), **params)
+    return [KernelCall(spec, ptrs, dims, op.name or op.kind.value)]

@@ -1,0 +1,236 @@
+"""gemm and bmm on ROCm: Composable Kernel XDL device ops with the general fused epilogue.
+
+Every GEMM-shaped op is one problem out[l, m, n] = sum_k A[l, m, k] B[l, k, n], A and B each
+row- or column-major, a batch stride per operand (0: one matrix for every batch), then the
+epilogue. gemm (and a bmm whose B is shared: its batch folds into M) runs
+DeviceGemmMultipleD_Xdl_CShuffle, a batched bmm DeviceBatchedGemmMultiD_Xdl (gemm_ck.hip.j2).
+
+The epilogue is CK's CDE element-wise operation over the accumulator and D tensors: the op's bias
+and every extra operand of the fused expression (attrs.epilogue) is a D tensor, row-major over
+(M, N) with a row stride (0: one row for every M, i.e. a bias) and a batch stride (0: shared).
+The operation is our functor (gemm_ck_functor.inc.j2), rendered by common/expr.py from the same
+Expr the CPU and CUDA backends render, wrapped by ait::ck_ext::CdeOp (ck_epilogue.hpp). An
+operand that broadcasts along N (one value per row, a scalar) has no D form (CK reads every D
+along N with the output's vectors): such an epilogue is refused by name.
+
+Every number CK checks at run time (vector widths against K/N, int32 sizes, dtypes) is checked
+here first, so a built model never meets IsSupportedArgument's refusal on a supported device.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Optional, Sequence
+
+from ....errors import UnsupportedOpError
+from ....ir.dims import Dim, IntImm, prod
+from ....ir.dtype import DType
+from ....ir.op import Op, OpKind
+from ....ir.tensor import Tensor
+from ....ops.fused import split_operands
+from ...lower import LowerContext, lowering
+from ...spec import KernelCall, KernelSpec
+from ..common.access import broadcast_strides
+from ..common.expr import expr_cpp
+from . import configs as ck
+
+CK_TYPE = {DType.float16: "ck::half_t", DType.float32: "float"}
+AB_DTYPES = (DType.float16,)   # the XDL fp16 MFMA path; fp32/bf16 A/B instances are not in the table
+INT32_MAX = 2**31 - 1          # CK's index_t
+
+
+@dataclasses.dataclass(frozen=True)
+class DTensor:
+    """One CK D tensor: an epilogue operand read at (l, m, n) = base + l*stride_l + m*stride_m + n."""
+    tensor: Tensor
+    stride_m: Dim
+    stride_l: Dim
+
+
+def d_tensor(t: Tensor, out_shape: Sequence[Dim], l_axes: tuple[int, ...], m_axes: tuple[int, ...],
+             what: str) -> DTensor:
+    """`t` read over the result (N its last axis, M the m_axes, L the l_axes) as a D tensor;
+    UnsupportedOpError for broadcasts CK's row-major D cannot express."""
+    strides = broadcast_strides(tuple(t.shape), tuple(out_shape))
+    zero = IntImm(0)
+
+    def dense(axes: tuple[int, ...]) -> Optional[bool]:
+        spans = [not (strides[i] == zero and out_shape[i] != 1) for i in axes]
+        if all(spans) or not any(spans):
+            return bool(axes) and all(spans)
+        return None
+
+    n_dense = not (strides[-1] == zero and out_shape[-1] != 1)
+    m_dense, l_dense = dense(m_axes), dense(l_axes)
+    if not n_dense or m_dense is None or l_dense is None:
+        raise UnsupportedOpError(f"{what}: epilogue operand '{t.name}' {list(t.shape)} broadcasts along the "
+                                 "result's last axis or over part of its rows; CK's D tensors read whole rows "
+                                 "(a residual or a bias row), so this epilogue has no ROCm kernel")
+    return DTensor(t, strides[m_axes[-1]] if m_dense else zero, strides[l_axes[-1]] if l_dense else zero)
+
+
+def functor(op: Op, bias: bool, extras: Sequence[Tensor]) -> dict:
+    """The epilogue as one scalar functor (acc[, bias], extras...) -> float, from attrs.epilogue."""
+    ep = getattr(op.attrs, "epilogue", None)
+    params = ["float acc"] + (["float bias"] if bias else [])
+    statements = ["const float s0 = acc + bias;" if bias else "const float s0 = acc;"]
+    functions: list[str] = []
+    result = "s0"
+    if ep is not None:
+        acc_dtype = op.inputs[0].dtype
+        dtypes = [acc_dtype] + [t.dtype for t in extras]
+        if ep.expr.slot_dtypes(dtypes)[ep.expr.outputs[0]] != op.outputs[0].dtype:
+            raise UnsupportedOpError(f"{op.kind.value} '{op.name}': an epilogue that changes the result's dtype "
+                                     "has no ROCm kernel")
+        cpp = expr_cpp(ep.expr, dtypes, prefix="ep", qualifier="AIT_HD")
+        functions = cpp["functions"]
+        params += [f"float s{j + 1}" for j in range(len(extras))]
+        statements += cpp["statements"]
+        result = f"s{ep.expr.outputs[0]}"
+    return dict(functions=functions, params=params, statements=statements, result=result)
+
+
+def epilogue_ds(op: Op, out: Tensor, bias: Optional[Tensor], extras: Sequence[Tensor],
+                l_axes: tuple[int, ...], m_axes: tuple[int, ...]) -> list[DTensor]:
+    """The D tensors in the functor's argument order: the bias row, then the extras."""
+    what = f"{op.kind.value} '{op.name}'"
+    for t in ([bias] if bias is not None else []) + list(extras):
+        if t.dtype not in CK_TYPE:
+            raise UnsupportedOpError(f"{what}: epilogue operand '{t.name}' is {t.dtype}; the ROCm epilogue reads "
+                                     "float16 or float32")
+    ds = [DTensor(bias, IntImm(0), IntImm(0))] if bias is not None else []
+    return ds + [d_tensor(t, out.shape, l_axes, m_axes, what) for t in extras]
+
+
+@dataclasses.dataclass(frozen=True)
+class GemmProblem:
+    op: Op
+    out: Tensor
+    a: Tensor
+    b: Tensor
+    bias: Optional[Tensor]
+    extras: tuple[Tensor, ...]
+    m: Dim
+    n: Dim
+    k: Dim
+    l: Dim
+    a_col: bool        # A stored [K, M]
+    b_col: bool        # B stored [N, K]
+    batch_a: Dim
+    batch_b: Dim
+    l_axes: tuple[int, ...]
+    m_axes: tuple[int, ...]
+
+    @property
+    def lda(self) -> Dim:
+        return self.m if self.a_col else self.k
+
+    @property
+    def ldb(self) -> Dim:
+        return self.k if self.b_col else self.n
+
+    @property
+    def layouts(self) -> str:
+        return ("c" if self.a_col else "r") + ("c" if self.b_col else "r") + "r"
+
+
+def _checked(op: Op) -> None:
+    if getattr(op.attrs, "operand_views", None) is not None:
+        raise UnsupportedOpError(f"{op.kind.value} '{op.name}': operands read through strided views have no "
+                                 "ROCm GEMM kernel")
+
+
+def gemm_problem(op: Op) -> GemmProblem:
+    _checked(op)
+    own, extras = split_operands(op.inputs, op.attrs)
+    a, b = own[:2]
+    bias = own[2] if len(own) == 3 else None
+    out = op.outputs[0]
+    ta, tb = op.attrs.trans_a, op.attrs.trans_b
+    m, n = prod(out.shape[:-1]), out.shape[-1]
+    k = a.shape[0] if ta else a.shape[-1]
+    r = len(out.shape)
+    return GemmProblem(op, out, a, b, bias, tuple(extras), m, n, k, IntImm(1), ta, tb, m * k, k * n,
+                       (), tuple(range(r - 1)))
+
+
+def _batch_stride(t: Tensor, batch: tuple[Dim, ...], op: Op, what: str) -> Dim:
+    lead = [IntImm(1)] * (len(batch) - (len(t.shape) - 2)) + list(t.shape[:-2])
+    if all(d == 1 for d in lead):
+        return IntImm(0)
+    if all(d == o for d, o in zip(lead, batch)):
+        return t.shape[-2] * t.shape[-1]
+    raise UnsupportedOpError(f"bmm '{op.name}': operand {what} {list(t.shape)} broadcasts over part of the batch "
+                             f"dims {list(batch)}; the ROCm kernel takes operands with all of them or none")
+
+
+def bmm_problem(op: Op) -> GemmProblem:
+    _checked(op)
+    (a, b), extras = split_operands(op.inputs, op.attrs)
+    out = op.outputs[0]
+    ta, tb = op.attrs.trans_a, op.attrs.trans_b
+    k = a.shape[-2] if ta else a.shape[-1]
+    r = len(out.shape)
+    if not ta and all(d == 1 for d in b.shape[:-2]):
+        m, n = prod(out.shape[:-1]), out.shape[-1]   # one B for every batch: one larger GEMM
+        return GemmProblem(op, out, a, b, None, tuple(extras), m, n, k, IntImm(1), False, tb, m * k, k * n,
+                           (), tuple(range(r - 1)))
+    batch = tuple(out.shape[:-2])
+    m, n = out.shape[-2:]
+    return GemmProblem(op, out, a, b, None, tuple(extras), m, n, k, prod(batch), ta, tb,
+                       _batch_stride(a, batch, op, "a"), _batch_stride(b, batch, op, "b"),
+                       tuple(range(r - 2)), (r - 2,))
+
+
+def _int32(what: str, sizes: dict) -> None:
+    for name, d in sizes.items():
+        if d.upper > INT32_MAX:
+            raise UnsupportedOpError(f"{what}: {name} can reach {d.upper}, past CK's int32 index_t")
+
+
+def gemm_kernel(g: GemmProblem, arch: str) -> tuple[dict, list, list]:
+    """(params of gemm_ck.hip.j2, ptrs, dims) of one problem."""
+    op, out = g.op, g.out
+    what = f"{op.kind.value} '{op.name}'"
+    if g.a.dtype not in AB_DTYPES or g.b.dtype != g.a.dtype or out.dtype not in CK_TYPE:
+        raise UnsupportedOpError(f"{what}: operands {g.a.dtype}/{g.b.dtype} -> {out.dtype} have no ROCm (CK) "
+                                 "kernel; it takes float16 operands")
+    _int32(what, dict(M=g.m, N=g.n, K=g.k, batch=g.l, A=g.m * g.k, B=g.k * g.n, out=g.m * g.n))
+    ds = epilogue_ds(op, out, g.bias, g.extras, g.l_axes, g.m_axes)
+    # Vector widths: each must divide the size CK checks and the stride the vectors run across.
+    vec_a = ck.vector_width(g.m) if g.a_col else ck.vector_width(g.k)
+    vec_b = ck.vector_width(g.n) if not g.b_col else ck.vector_width(g.k)
+    vec_c = ck.vector_width(g.n, *[d.stride_m for d in ds if d.stride_m != IntImm(0)])
+    batched = g.l != IntImm(1)
+    inst = ck.choose(arch, g.m, g.n, g.l, not g.a_col, g.b_col, vec_a, vec_b, vec_c, what)
+    params = dict(op_label=f"{op.kind.value} {g.layouts}", batched=batched, ctype=CK_TYPE[g.a.dtype],
+                  out_ctype=CK_TYPE[out.dtype], layout_a="Col" if g.a_col else "Row",
+                  layout_b="Col" if g.b_col else "Row", ds=[CK_TYPE[d.tensor.dtype] for d in ds],
+                  functor=functor(op, g.bias is not None, g.extras), inst=inst)
+    batch_e = g.m * g.n if batched else IntImm(0)
+    dims = [g.m, g.n, g.k, g.l, g.lda, g.ldb, g.n, g.batch_a, g.batch_b, batch_e]
+    for d in ds:
+        dims += [d.stride_m, d.stride_l]
+    return params, [out, g.a, g.b] + [d.tensor for d in ds], dims
+
+
+def dense_result(ctx: LowerContext, op: Op, out: Tensor) -> None:
+    """A result written at strides needs the "strided_output" feature, not declared here: refuse."""
+    if getattr(ctx.plan, "strided_writes", {}).get(out) is not None:
+        raise UnsupportedOpError(f"{op.kind.value} '{op.name}': a result written at strides has no ROCm GEMM kernel")
+
+
+def gemm_call(ctx: LowerContext, g: GemmProblem) -> list[KernelCall]:
+    dense_result(ctx, g.op, g.out)
+    params, ptrs, dims = gemm_kernel(g, ctx.arch or "gfx90a")
+    spec = KernelSpec.make(ctx.template("gemm_ck.hip.j2"), **params)
+    return [KernelCall(spec, ptrs, dims, g.op.name or g.op.kind.value)]
+
+
+@lowering("rocm", OpKind.GEMM, epilogue=True)
+def lower_gemm(op: Op, ctx: LowerContext) -> list[KernelCall]:
+    return gemm_call(ctx, gemm_problem(op))
+
+
+@lowering("rocm", OpKind.BMM, epilogue=True)
+def lower_bmm(op: Op, ctx: LowerContext) -> list[KernelCall]:
+    return gemm_call(ctx, bmm_problem(op))
