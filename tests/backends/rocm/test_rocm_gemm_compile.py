@@ -1,0 +1,357 @@
+"""ROCm GEMM / BMM / conv2d through Composable Kernel, without an AMD GPU.
+
+Default tier: which CK instance each problem gets and the numbers it is given (vector widths
+against CK's own run-time rules, recomputed here from concrete sizes; tiles; D tensors and their
+strides), the epilogue functor's text from a fused bias + GELU + residual, the compile-time
+refusals, and the functor itself (through CK's CDE wrapper, ait::ck_ext::CdeOp) compiled by hipcc
+as host code and compared with the numpy oracle. The `rocm_compile` tier compiles CK instances
+for gfx90a / gfx940 (~35-50 s each on 2 cores) and reads their code objects: MFMA instructions,
+the functor inside the kernel, the exported host function.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import aitgen as ag
+from aitgen import models, ops
+from aitgen.codegen.backend import load_backend
+from aitgen.codegen.kernels.rocm import configs as ck
+from aitgen.codegen.kernels.rocm import conv as conv_k
+from aitgen.codegen.kernels.rocm import gemm as gemm_k
+from aitgen.codegen.lower import lower_graph
+from aitgen.codegen.render import render
+from aitgen.compiler import compile_options
+from aitgen.errors import UnsupportedOpError
+from aitgen.ir.graph import Graph
+from aitgen.ir.op import OpKind
+from aitgen.memory import plan_memory
+from aitgen.passes import PIPELINE, run_pipeline
+
+LLVM = Path("/usr/lib/llvm-15/bin")
+
+
+def hipcc() -> str:
+    path = shutil.which("hipcc")
+    if path is None:
+        pytest.skip("hipcc absent: apt-get install -y --no-install-recommends hipcc libamdhip64-dev")
+    return path
+
+
+def hip_env() -> dict:
+    return dict(os.environ, HIP_PLATFORM="amd")
+
+
+def lowered(outs, arch="gfx90a"):
+    opts = compile_options(target="rocm", arch=arch)
+    g = run_pipeline(Graph.from_outputs(outs), opts, list(PIPELINE))
+    return g, lower_graph(g, plan_memory(g, opts.caps), "rocm", arch=arch, opts=opts)
+
+
+def source(call) -> str:
+    return render(call.spec.template, func=call.spec.func, **call.spec.param_dict())
+
+
+def _const(shape, rng, scale=0.1):
+    return ag.constant((rng.standard_normal(shape) * scale).astype("float16"))
+
+
+def ffn(m=None, k=256, n=512):
+    """gelu(x @ W^T + b) + residual: every transformer layer's GEMM."""
+    rng = np.random.default_rng(0)
+    m = m if m is not None else ag.IntVar("tokens", 1, 512)
+    x = ag.Tensor([m, k], dtype="float16", name="x")
+    r = ag.Tensor([m, n], dtype="float16", name="res")
+    return {"y": ops.gelu(ops.linear(x, _const((n, k), rng), _const((n,), rng))) + r}
+
+
+def conv_relu(c=32, k=64):
+    rng = np.random.default_rng(1)
+    x = ag.Tensor([2, 16, 16, c], dtype="float16", name="x")
+    return {"y": ops.relu(ops.conv2d(x, _const((k, 3, 3, c), rng), _const((k,), rng), stride=1, padding=1))}
+
+
+# -- instance choice and CK's run-time rules, decided at build time ---------------------------
+
+def ck_accepts(inst: dict, m: int, n: int, k: int, a_k_contiguous: bool, b_k_contiguous: bool) -> bool:
+    """DeviceGemmMultipleD_Xdl_CShuffle::IsSupportedArgument's size rules (pinned CK b076a02)."""
+    ok_a = (k if a_k_contiguous else m) % inst["a"]["src_vec"] == 0
+    ok_b = (k if b_k_contiguous else n) % inst["b"]["src_vec"] == 0
+    return ok_a and ok_b and n % inst["cde"]["vec"] == 0
+
+
+def zoo_problems(name, **cfg):
+    _, outs = models.get(name, batch=1, **cfg)
+    opts = compile_options(target="rocm", arch="gfx90a", precision="float16")
+    g = run_pipeline(Graph.from_outputs(outs), opts, list(PIPELINE))
+    found = []
+    for op in g.ops:
+        if op.kind in (OpKind.GEMM, OpKind.BMM):
+            p = gemm_k.gemm_problem(op) if op.kind is OpKind.GEMM else gemm_k.bmm_problem(op)
+            params, _, dims = gemm_k.gemm_kernel(p, "gfx90a")
+            sizes = (p.m.value, p.n.value, p.k.value, not p.a_col, p.b_col)
+        elif op.kind is OpKind.CONV2D:
+            params, _, dims = conv_k.conv_kernel(op, "gfx90a")
+            n, h, w, c, kk, r, s, pp, q, groups = (int(d if isinstance(d, int) else d.value) for d in dims[:10])
+            sizes = (n * pp * q, kk // groups, c // groups, True, True)
+        else:
+            continue
+        found.append((op, params, sizes))
+    return found
+
+
+@pytest.mark.parametrize("name, cfg", [("bert_base", dict(layers=1, seq=128)), ("resnet50", dict(image_size=224))])
+def test_zoo_instances_are_few_and_accepted_by_ck(name, cfg):
+    found = zoo_problems(name, **cfg)
+    assert found
+    for op, params, (m, n, k, a_kc, b_kc) in found:
+        assert ck_accepts(params["inst"], m, n, k, a_kc, b_kc), (op.name, params["inst"]["name"], m, n, k)
+    insts = {p["inst"]["name"] for _, p, _ in found}
+    print(f"{name}: {len(found)} GEMM-shaped ops, CK instances {sorted(insts)}")
+    # The compile budget: a model needs a handful of instances, not one per shape.
+    assert len(insts) <= 3
+    if name == "bert_base":   # hidden 768 / 3072: full 16-byte vectors everywhere
+        assert insts == {"64x64 va8 vb8 vc8"}
+    else:                     # the 3-channel stem reads 2-byte vectors; every other conv 16-byte
+        stem = [p for op, p, s in found if s[2] % 8]
+        assert stem and all(p["inst"]["a"]["src_vec"] < 8 for p in stem)
+        specs = {p["spec"] for _, p, _ in found if "spec" in p}
+        assert specs == {"Default", "Filter1x1Stride1Pad0", "Filter1x1Pad0"}
+
+
+def test_heuristic_fills_the_cus_with_the_largest_tile():
+    big = ck.choose("gfx90a", ag.IntImm(4096), ag.IntImm(4096), ag.IntImm(1), True, True, 8, 8, 8, "t")
+    assert big["name"].startswith("256x128") and big["block"] == 256
+    assert (big["mxdl"], big["nxdl"], big["cde"]["cluster"]) == (4, 2, [1, 32, 1, 8])  # CK's own 256x128 instance
+    # 2048 x 1024 is 64 tiles of 256x128, under gfx90a's 104 CUs; 128x128 gives 128 workgroups
+    assert ck.choose("gfx90a", ag.IntImm(2048), ag.IntImm(1024), ag.IntImm(1), True, True, 8, 8, 8,
+                     "t")["name"].startswith("128x128")
+    # gfx940 has more CUs: the same problem wants smaller tiles there
+    assert ck.choose("gfx940", ag.IntImm(2048), ag.IntImm(1024), ag.IntImm(1), True, True, 8, 8, 8,
+                     "t")["name"].startswith("64x128")
+    with pytest.raises(UnsupportedOpError, match="gfx942"):
+        ck.choose("gfx942", ag.IntImm(64), ag.IntImm(64), ag.IntImm(1), True, True, 8, 8, 8, "t")
+
+
+@pytest.mark.parametrize("k, n, va, vc", [(256, 512, 8, 8), (100, 512, 4, 8), (255, 512, 1, 8), (256, 1002, 8, 2)])
+def test_vector_widths_divide_k_and_n(k, n, va, vc):
+    """CK checks K % A's vector and N % the output's at run time; a size that a 16-byte vector
+    does not divide gets a narrower instance at build time, never a refusal at run time."""
+    _, calls = lowered(ffn(m=ag.IntImm(64), k=k, n=n))
+    (call,) = calls
+    inst = call.spec.param_dict()["inst"]
+    assert (inst["a"]["src_vec"], inst["b"]["src_vec"], inst["cde"]["vec"]) == (va, va, vc)
+    assert ck_accepts(inst, 64, n, k, True, True)
+
+
+def test_symbolic_sizes_take_the_vector_their_polynomial_allows():
+    seq = ag.IntVar("seq", 1, 512)
+    a = ag.Tensor([4, seq, 64], dtype="float16", name="q")
+    b = ag.Tensor([4, 64, seq], dtype="float16", name="kt")
+    v = ag.Tensor([4, seq, 64], dtype="float16", name="v")
+    _, calls = lowered({"s": ops.bmm(ops.bmm(a, b), v)})
+    first, second = (c.spec.param_dict() for c in calls)
+    assert first["batched"] and second["batched"]
+    # q @ kt: K = 64, N = seq (no constant factor): B's vectors and the output's are scalar
+    assert (first["inst"]["a"]["src_vec"], first["inst"]["b"]["src_vec"], first["inst"]["cde"]["vec"]) == (8, 1, 1)
+    # (.) @ v: K = seq, so A's K vectors are scalar; B is [K, N] row-major (N-contiguous, 4-wide slices)
+    assert (second["inst"]["a"]["src_vec"], second["inst"]["b"]["src_vec"]) == (1, 4)
+    assert second["inst"]["b"]["vec_dim"] == 1 and second["layout_b"] == "Row"
+
+
+def test_gemm_epilogue_is_the_rendered_expression_over_d_tensors():
+    _, calls = lowered(ffn())
+    (call,) = calls
+    p = call.spec.param_dict()
+    assert p["ds"] == ["ck::half_t", "ck::half_t"] and not p["batched"]
+    # bias row (row stride 0) then the residual (row stride N): the functor's argument order
+    assert [str(d) for d in call.dims[10:]] == ["0", "0", "512", "0"]
+    assert [t.name for t in call.ptrs[3:]][1] == "res"
+    src = source(call)
+    assert "DeviceGemmMultipleD_Xdl_CShuffle<" in src and "CdeOp<EpilogueFn>" in src
+    assert "AIT_HD float operator()(float acc, float bias, float s1) const" in src
+    body = src[src.index("struct EpilogueFn"):src.index("};", src.index("struct EpilogueFn"))]
+    assert "const float s0 = acc + bias;" in body and re.search(r"s\d = ep\d\(s\d, s1\);", body)
+    assert "ait::gelu_erf(a0)" in src and "a0 + a1" in src
+    # Sizes are run-time arguments: another M gives the same translation unit.
+    _, calls2 = lowered(ffn(m=ag.IntImm(64)))
+    assert calls2[0].spec.param_dict()["functor"] == p["functor"]
+
+
+def test_conv_bias_relu_render():
+    _, calls = lowered(conv_relu())
+    (call,) = calls
+    p = call.spec.param_dict()
+    assert p["spec"] == "Default" and p["ds"] == [{"ctype": "ck::half_t", "row": True}]
+    src = source(call)
+    assert "DeviceGroupedConvFwdMultipleD_Xdl_CShuffle<" in src and "conv_layout::G_K" in src
+    assert "(a0 > T(0) || a0 != a0 ? a0 : T(0))" in src
+    assert [int(d) for d in call.dims[9:]] == [1, 1, 1, 1, 1, 1, 1, 1, 1]  # groups, stride, dilation, pads
+
+
+def test_refusals_name_the_op_and_the_reason():
+    rng = np.random.default_rng(2)
+    m = ag.IntImm(64)
+    x = ag.Tensor([m, 256], dtype="float16", name="x")
+    per_row = ag.Tensor([m, 1], dtype="float16", name="per_row")
+    y = ops.linear(x, _const((512, 256), rng), _const((512,), rng)) * per_row
+    with pytest.raises(UnsupportedOpError, match="per_row"):
+        lowered({"y": y})
+    xf = ag.Tensor([m, 256], dtype="float32", name="xf")
+    w = ag.constant(np.zeros((512, 256), np.float32))
+    with pytest.raises(UnsupportedOpError, match="float16 operands"):
+        lowered({"y": ops.linear(xf, w)})
+    huge = ag.IntVar("rows", 1, 2**31)
+    with pytest.raises(UnsupportedOpError, match="int32"):
+        lowered(ffn(m=huge))
+
+
+# -- the functor on the host against the oracle ------------------------------------------------
+
+HOST_MAIN = """
+#include "aitgen/ck_epilogue.hpp"
+#include <cstdio>
+#include <vector>
+namespace {
+%s
+}
+int main(int argc, char** argv) {
+  FILE* in = std::fopen(argv[1], "rb");
+  long n = 0;
+  if (std::fread(&n, sizeof n, 1, in) != 1) return 2;
+  std::vector<float> v(n * %d);
+  if (std::fread(v.data(), sizeof(float), v.size(), in) != v.size()) return 3;
+  std::vector<float> out(n);
+  const ait::ck_ext::CdeOp<EpilogueFn> op{};
+  for (long i = 0; i < n; ++i) {
+    const float* a = &v[i * %d];
+    ck::half_t e;
+    op(e, a[0]%s);
+    out[i] = ck::type_convert<float>(e);
+  }
+  FILE* o = std::fopen(argv[2], "wb");
+  std::fwrite(out.data(), sizeof(float), n, o);
+  std::fclose(o);
+  return 0;
+}
+"""
+
+
+def test_functor_through_ck_cde_op_matches_the_oracle(tmp_path):
+    """gelu(x W^T + b) + res: the kernel's epilogue (our functor inside CK's CDE call, D tensors in
+    fp16 storage) evaluated on the host by hipcc, fed the float32 accumulator, against the oracle
+    on the fused graph; rtol 1e-3 (fp16 storage, one rounding)."""
+    cc = hipcc()
+    m, k, n = 64, 256, 512
+    outs = ffn(m=ag.IntImm(m), k=k, n=n)
+    g, calls = lowered(outs)
+    (call,) = calls
+    functor = render("rocm/templates/gemm_ck_functor.inc.j2", functor=call.spec.param_dict()["functor"])
+    nd = len(call.spec.param_dict()["ds"])
+    ds = "".join(f", ck::type_convert<ck::half_t>(a[{j + 1}])" for j in range(nd))
+    src = tmp_path / "functor.hip"
+    src.write_text(HOST_MAIN % (functor, nd + 1, nd + 1, ds))
+    exe = tmp_path / "functor"
+    flags = [f for f in load_backend("rocm").compile_flags("gfx90a") if not f.startswith("--offload-arch")]
+    r = subprocess.run([cc, *flags, "--cuda-host-only", str(src), "-o", str(exe)], capture_output=True, text=True,
+                       env=hip_env())
+    assert r.returncode == 0, r.stderr[-4000:]
+
+    rng = np.random.default_rng(3)
+    x = (rng.standard_normal((m, k)) * 0.5).astype(np.float16)
+    res = (rng.standard_normal((m, n)) * 0.5).astype(np.float16)
+    ref = ag.reference.run(g, {"x": x, "res": res})["y"].astype(np.float32)
+    gemm = next(op for op in g.ops if op.kind is OpKind.GEMM)
+    w, bias = (t.value for t in gemm.inputs[1:3])
+    acc = x.astype(np.float32) @ w.astype(np.float32).T
+    feed = np.stack([acc, np.broadcast_to(bias.astype(np.float32), (m, n)), res.astype(np.float32)], axis=-1)
+    (tmp_path / "in.bin").write_bytes(np.int64(m * n).tobytes() + feed.astype(np.float32).tobytes())
+    r = subprocess.run([str(exe), str(tmp_path / "in.bin"), str(tmp_path / "out.bin")], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    got = np.fromfile(tmp_path / "out.bin", np.float32).reshape(m, n)
+    np.testing.assert_allclose(got, ref, rtol=1e-3, atol=1e-3)
+    assert np.abs(got - (acc + bias.astype(np.float32))).max() > 0.1   # GELU and the residual did apply
+
+
+# -- rocm_compile: CK instances through hipcc, code objects read back -------------------------
+
+def compile_ck(call, tmp: Path, arch: str) -> Path:
+    cc = hipcc()
+    path = tmp / f"{call.spec.func}.hip"
+    path.write_text(source(call))
+    obj = path.with_suffix(".o")
+    r = subprocess.run([cc, *load_backend("rocm").compile_flags(arch), "-c", str(path), "-o", str(obj)],
+                       capture_output=True, text=True, env=hip_env())
+    assert r.returncode == 0, f"hipcc failed on {path}:\n{r.stderr[-6000:]}"
+    return obj
+
+
+def device_asm(obj: Path, arch: str, tmp: Path) -> str:
+    """The gfx code object of `obj` (its .hip_fatbin, an offload bundle), disassembled."""
+    for tool in ("objcopy", LLVM / "clang-offload-bundler", LLVM / "llvm-objdump"):
+        if shutil.which(str(tool)) is None:
+            pytest.skip(f"{tool} absent (binutils / llvm-15)")
+    fat, co = tmp / "fat.bin", tmp / f"{arch}.co"
+    subprocess.run(["objcopy", "-O", "binary", "--only-section=.hip_fatbin", str(obj), str(fat)], check=True)
+    subprocess.run([str(LLVM / "clang-offload-bundler"), "--unbundle", "--type=o", f"--input={fat}",
+                    f"--targets=hipv4-amdgcn-amd-amdhsa--{arch}", f"--output={co}"], check=True)
+    return subprocess.run([str(LLVM / "llvm-objdump"), "-d", f"--mcpu={arch}", str(co)], check=True,
+                          capture_output=True, text=True).stdout
+
+
+def exported(obj: Path) -> set[str]:
+    out = subprocess.run(["nm", "--defined-only", "-g", str(obj)], check=True, capture_output=True, text=True).stdout
+    return {ln.split()[-1] for ln in out.splitlines() if " T " in ln}
+
+
+@pytest.mark.rocm_compile
+@pytest.mark.parametrize("arch", ["gfx90a", "gfx940"])
+def test_gemm_bias_gelu_residual_compiles_to_mfma(tmp_path, arch):
+    _, (call,) = lowered(ffn(), arch)
+    obj = compile_ck(call, tmp_path, arch)
+    assert call.spec.func in exported(obj)
+    asm = device_asm(obj, arch, tmp_path)
+    kernels = re.findall(r"^[0-9a-f]+ <(_Z\w+)>:", asm, re.M)
+    assert kernels and all("kernel_gemm_multiple_d_xdl_cshuffle" in k and "CdeOpIN" in k and "EpilogueFn" in k
+                           for k in kernels)
+    assert len(re.findall(r"v_mfma_f32_32x32x8f16", asm)) >= 16
+    # The functor's arithmetic inside the kernel: GELU's -1/sqrt(2) (erfc argument) as a literal
+    assert re.search(r"0xbf3504f3|0x3f3504f3", asm)
+
+
+@pytest.mark.rocm_compile
+def test_conv_bias_relu_compiles_to_mfma(tmp_path):
+    _, (call,) = lowered(conv_relu())
+    obj = compile_ck(call, tmp_path, "gfx90a")
+    assert call.spec.func in exported(obj)
+    asm = device_asm(obj, "gfx90a", tmp_path)
+    kernels = re.findall(r"^[0-9a-f]+ <(_Z\w+)>:", asm, re.M)
+    assert kernels and all("grouped_conv_fwd_multiple_d" in k and "EpilogueFn" in k for k in kernels)
+    assert len(re.findall(r"v_mfma_f32_32x32x8f16", asm)) >= 16
+    # ReLU with NaN kept: a compare against 0 selecting the value or 0 (v_cndmask), or v_max
+    assert re.search(r"v_cmp_\w+_f32|v_max_f32", asm) and "v_cndmask_b32" in asm
+
+
+@pytest.mark.rocm_compile
+def test_batched_rrr_bmm_with_residual_compiles_to_mfma(tmp_path):
+    """DeviceBatchedGemmMultiD_Xdl with B row-major (N-contiguous: the other transfer shape) and a
+    batched residual D tensor (its batch stride a run-time argument)."""
+    a = ag.Tensor([4, 64, 128], dtype="float16", name="p")
+    b = ag.Tensor([4, 128, 64], dtype="float16", name="v")
+    r = ag.Tensor([4, 64, 64], dtype="float16", name="r")
+    _, (call,) = lowered({"y": ops.bmm(a, b) + r})
+    p = call.spec.param_dict()
+    assert p["batched"] and p["layout_b"] == "Row" and p["inst"]["b"]["vec_dim"] == 1
+    assert [int(d) for d in call.dims[10:]] == [64, 64 * 64]   # the residual's row and batch strides
+    obj = compile_ck(call, tmp_path, "gfx90a")
+    assert call.spec.func in exported(obj)
+    asm = device_asm(obj, "gfx90a", tmp_path)
+    kernels = re.findall(r"^[0-9a-f]+ <(_Z\w+)>:", asm, re.M)
+    assert kernels and all("batched_gemm" in k and "EpilogueFn" in k for k in kernels)
+    assert len(re.findall(r"v_mfma_f32_32x32x8f16", asm)) >= 16
