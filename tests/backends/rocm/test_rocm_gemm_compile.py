@@ -58,17 +58,17 @@ def source(call) -> str:
     return render(call.spec.template, func=call.spec.func, **call.spec.param_dict())
 
 
-def _const(shape, rng, scale=0.1):
-    return ag.constant((rng.standard_normal(shape) * scale).astype("float16"))
+def _const(shape, rng, scale=0.1, dt="float16"):
+    return ag.constant((rng.standard_normal(shape) * scale).astype(ag.DType(dt).np))
 
 
-def ffn(m=None, k=256, n=512):
+def ffn(m=None, k=256, n=512, dt="float16"):
     """gelu(x @ W^T + b) + residual: every transformer layer's GEMM."""
     rng = np.random.default_rng(0)
     m = m if m is not None else ag.IntVar("tokens", 1, 512)
-    x = ag.Tensor([m, k], dtype="float16", name="x")
-    r = ag.Tensor([m, n], dtype="float16", name="res")
-    return {"y": ops.gelu(ops.linear(x, _const((n, k), rng), _const((n,), rng))) + r}
+    x = ag.Tensor([m, k], dtype=dt, name="x")
+    r = ag.Tensor([m, n], dtype=dt, name="res")
+    return {"y": ops.gelu(ops.linear(x, _const((n, k), rng, dt=dt), _const((n,), rng, dt=dt))) + r}
 
 
 def conv_relu(c=32, k=64):
@@ -193,6 +193,22 @@ def test_conv_bias_relu_render():
     assert "DeviceGroupedConvFwdMultipleD_Xdl_CShuffle<" in src and "conv_layout::G_K" in src
     assert "(a0 > T(0) || a0 != a0 ? a0 : T(0))" in src
     assert [int(d) for d in call.dims[9:]] == [1, 1, 1, 1, 1, 1, 1, 1, 1]  # groups, stride, dilation, pads
+    # NHWGC / NHWGK: CK's descriptors that read the strides (its GNHWC / GNHWK ones are packed per group)
+    assert "conv_layout::NHWGC, conv_layout::GKYXC, DsLayout, conv_layout::NHWGK" in src
+
+
+def test_depthwise_and_grouped_convs_take_the_same_instance_kind():
+    rng = np.random.default_rng(4)
+    x = ag.Tensor([1, 8, 8, 32], dtype="float16", name="x")
+    dw = ops.conv2d(x, _const((32, 3, 3, 1), rng), stride=2, padding=1, groups=32)
+    gr = ops.conv2d(x, _const((64, 1, 1, 16), rng), groups=2)
+    _, calls = lowered({"dw": dw, "gr": gr})
+    by_groups = {int(c.dims[9]): c.spec.param_dict() for c in calls}
+    assert set(by_groups) == {32, 2}
+    # depthwise: one channel per group, so scalar vectors; two groups of 16 -> 32: full vectors
+    assert by_groups[32]["inst"]["a"]["src_vec"] == 1 and by_groups[32]["inst"]["cde"]["vec"] == 1
+    assert by_groups[2]["inst"]["a"]["src_vec"] == 8 and by_groups[2]["inst"]["cde"]["vec"] == 8
+    assert by_groups[32]["spec"] == "Default" and by_groups[2]["spec"] == "Filter1x1Stride1Pad0"
 
 
 def test_refusals_name_the_op_and_the_reason():
@@ -205,7 +221,7 @@ def test_refusals_name_the_op_and_the_reason():
         lowered({"y": y})
     xf = ag.Tensor([m, 256], dtype="float32", name="xf")
     w = ag.constant(np.zeros((512, 256), np.float32))
-    with pytest.raises(UnsupportedOpError, match="float16 operands"):
+    with pytest.raises(UnsupportedOpError, match="float16 or bfloat16 operands"):
         lowered({"y": ops.linear(xf, w)})
     huge = ag.IntVar("rows", 1, 2**31)
     with pytest.raises(UnsupportedOpError, match="int32"):
@@ -311,16 +327,18 @@ def exported(obj: Path) -> set[str]:
 
 
 @pytest.mark.rocm_compile
-@pytest.mark.parametrize("arch", ["gfx90a", "gfx940"])
-def test_gemm_bias_gelu_residual_compiles_to_mfma(tmp_path, arch):
-    _, (call,) = lowered(ffn(), arch)
+@pytest.mark.parametrize("arch, dt", [("gfx90a", "float16"), ("gfx940", "bfloat16")])
+def test_gemm_bias_gelu_residual_compiles_to_mfma(tmp_path, arch, dt):
+    _, (call,) = lowered(ffn(dt=dt), arch)
+    assert call.spec.param_dict()["ctype"] == ("ck::half_t" if dt == "float16" else "ck::bhalf_t")
     obj = compile_ck(call, tmp_path, arch)
     assert call.spec.func in exported(obj)
     asm = device_asm(obj, arch, tmp_path)
     kernels = re.findall(r"^[0-9a-f]+ <(_Z\w+)>:", asm, re.M)
     assert kernels and all("kernel_gemm_multiple_d_xdl_cshuffle" in k and "CdeOpIN" in k and "EpilogueFn" in k
                            for k in kernels)
-    assert len(re.findall(r"v_mfma_f32_32x32x8f16", asm)) >= 16
+    assert len(re.findall(r"v_mfma_f32_32x32x8f16" if dt == "float16" else r"v_mfma_f32_32x32x8bf16_1k",
+                          asm)) >= 16
     # The functor's arithmetic inside the kernel: GELU's -1/sqrt(2) (erfc argument) as a literal
     assert re.search(r"0xbf3504f3|0x3f3504f3", asm)
 

@@ -5,13 +5,18 @@ one GEMM per group), with the fused epilogue as its CDE operation over D tensors
 CK describes every tensor by (G, N, C|K, H, W) lengths and strides, whatever its memory order; our
 NHWC / OHWI tensors with `groups` groups are (conv_ck.hip.j2):
 
-  x    lengths (G, N, C/G, H, W)     strides (C/G, H*W*C, 1, W*C, C)        layout GNHWC
+  x    lengths (G, N, C/G, H, W)     strides (C/G, H*W*C, 1, W*C, C)        layout NHWGC
   w    lengths (G, K/G, C/G, R, S)   strides (K/G*R*S*C/G, R*S*C/G, 1, S*C/G, C/G)   GKYXC
-  out  lengths (G, N, K/G, P, Q)     strides (K/G, P*Q*K, 1, Q*K, K)        layout GNHWK
+  out  lengths (G, N, K/G, P, Q)     strides (K/G, P*Q*K, 1, Q*K, K)        layout NHWGK
   bias (one value per channel)       strides (K/G, 0, 1, 0, 0)              layout G_K
-  residual (the result's shape)      the result's strides                   layout GNHWK
+  residual (the result's shape)      the result's strides                   layout NHWGK
 
-so depthwise and grouped convs take the same instance kind. Sizes, window and groups are run-time
+The layout names matter beyond CK's vector checks: at the pinned commit CK builds the GNHWC /
+GNHWK descriptors packed per group, ignoring the strides, which is wrong for NHWC tensors with
+groups interleaved in C; the NHWGC / NHWGK ones read the N/H/W strides given (GKYXC is right:
+OHWI keeps each group's filters together). A D tensor is read as a (N*P*Q, K/G) matrix with one
+row stride: an operand broadcast over part of (N, P, Q) has no D form and is refused by name.
+Depthwise and grouped convs take the same instance kind. Sizes, window and groups are run-time
 arguments; only the forward specialisation (a 1x1 window without padding skips the im2col
 arithmetic) is static, decided from the op's attributes, which are static in the IR. CK's run-time
 refusals (C/G and K/G against the vector widths, the specialisation's window) are decided here.
@@ -49,7 +54,7 @@ def conv_kernel(op: Op, arch: str) -> tuple[dict, list, list]:
         raise UnsupportedOpError(f"{what}: operands read through strided views have no ROCm conv kernel")
     if x.dtype not in AB_DTYPES or w.dtype != x.dtype or out.dtype not in CK_TYPE:
         raise UnsupportedOpError(f"{what}: operands {x.dtype}/{w.dtype} -> {out.dtype} have no ROCm (CK) kernel; "
-                                 "it takes float16 operands")
+                                 "it takes float16 or bfloat16 operands")
     n, h, wd, c = x.shape
     k, r, s, cg = w.shape
     _, p, q, _ = out.shape

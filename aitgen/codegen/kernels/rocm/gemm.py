@@ -33,8 +33,10 @@ from ..common.access import broadcast_strides
 from ..common.expr import expr_cpp
 from . import configs as ck
 
-CK_TYPE = {DType.float16: "ck::half_t", DType.float32: "float"}
-AB_DTYPES = (DType.float16,)   # the XDL fp16 MFMA path; fp32/bf16 A/B instances are not in the table
+CK_TYPE = {DType.float16: "ck::half_t", DType.bfloat16: "ck::bhalf_t", DType.float32: "float"}
+# The 16-bit XDL MFMA paths (v_mfma_f32_32x32x8f16, v_mfma_f32_32x32x8bf16_1k); float32 A/B would
+# need other K1 and vector numbers in the table (CK's xdl fp32 instances), not written yet.
+AB_DTYPES = (DType.float16, DType.bfloat16)
 INT32_MAX = 2**31 - 1          # CK's index_t
 
 
@@ -96,7 +98,7 @@ def epilogue_ds(op: Op, out: Tensor, bias: Optional[Tensor], extras: Sequence[Te
     for t in ([bias] if bias is not None else []) + list(extras):
         if t.dtype not in CK_TYPE:
             raise UnsupportedOpError(f"{what}: epilogue operand '{t.name}' is {t.dtype}; the ROCm epilogue reads "
-                                     "float16 or float32")
+                                     "float16, bfloat16 or float32")
     ds = [DTensor(bias, IntImm(0), IntImm(0))] if bias is not None else []
     return ds + [d_tensor(t, out.shape, l_axes, m_axes, what) for t in extras]
 
@@ -193,7 +195,7 @@ def gemm_kernel(g: GemmProblem, arch: str) -> tuple[dict, list, list]:
     what = f"{op.kind.value} '{op.name}'"
     if g.a.dtype not in AB_DTYPES or g.b.dtype != g.a.dtype or out.dtype not in CK_TYPE:
         raise UnsupportedOpError(f"{what}: operands {g.a.dtype}/{g.b.dtype} -> {out.dtype} have no ROCm (CK) "
-                                 "kernel; it takes float16 operands")
+                                 "kernel; it takes float16 or bfloat16 operands")
     _int32(what, dict(M=g.m, N=g.n, K=g.k, batch=g.l, A=g.m * g.k, B=g.k * g.n, out=g.m * g.n))
     ds = epilogue_ds(op, out, g.bias, g.extras, g.l_axes, g.m_axes)
     # Vector widths: each must divide the size CK checks and the stride the vectors run across.
