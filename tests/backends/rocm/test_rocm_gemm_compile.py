@@ -214,6 +214,14 @@ def test_gemm_epilogue_is_the_rendered_expression_over_d_tensors():
     assert calls2[0].spec.param_dict()["functor"] == p["functor"]
 
 
+def test_golden_sources(golden):
+    """The whole rendered translation units (tests/golden/rocm/; --update-golden rewrites them)."""
+    _, (gemm,) = lowered(ffn())
+    _, (conv,) = lowered(conv_relu())
+    golden("rocm/gemm_ck_bias_gelu_residual.hip", source(gemm))
+    golden("rocm/conv_ck_bias_relu.hip", source(conv))
+
+
 def test_conv_bias_relu_render():
     _, calls = lowered(conv_relu())
     (call,) = calls
