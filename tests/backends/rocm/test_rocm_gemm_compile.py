@@ -264,6 +264,14 @@ def test_refusals_name_the_op_and_the_reason():
     huge = ag.IntVar("rows", 1, 2**31)
     with pytest.raises(UnsupportedOpError, match="int32"):
         lowered(ffn(m=huge))
+    # 2**22 rows of 256 halves: an int32 number of elements, but A is 2 GB + 1 row (CheckValidity's limit)
+    with pytest.raises(UnsupportedOpError, match="at most 2 GB"):
+        lowered(ffn(m=ag.IntVar("rows", 1, 2**22 + 1)))
+    lowered(ffn(m=ag.IntVar("rows", 1, 2**21)))   # 1 GB A and 2 GB result: accepted
+    k = ag.IntVar("k", 0, 64)
+    a, b = ag.Tensor([64, k], dtype="float16", name="a"), ag.Tensor([k, 64], dtype="float16", name="b")
+    with pytest.raises(UnsupportedOpError, match="K can be 0"):
+        lowered({"y": ops.matmul(a, b)})
 
 
 # -- the functor on the host against the oracle ------------------------------------------------

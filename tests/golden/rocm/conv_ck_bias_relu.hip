@@ -36,7 +36,7 @@ using Instance = ck::tensor_operation::device::DeviceGroupedConvFwdMultipleD_Xdl
 
 }  // namespace
 
-AIT_KERNEL k_a49709f7a3946bb0(void* const* p, const int64_t* d) {
+AIT_KERNEL k_80fb079dde0de4b5(void* const* p, const int64_t* d) {
   const auto i = [d](int j) { return static_cast<ck::index_t>(d[j]); };
   const ck::index_t n = i(0), h = i(1), w = i(2), c = i(3), k = i(4), r = i(5), s = i(6), pp = i(7), q = i(8);
   const ck::index_t g = i(9), cg = c / g, kg = k / g;
@@ -55,5 +55,5 @@ AIT_KERNEL k_a49709f7a3946bb0(void* const* p, const int64_t* d) {
   auto arg = Instance::MakeArgument(p[1], p[2], ds_ptr, p[0], a_len, a_str, b_len, b_str, ds_len, ds_str, e_len, e_str,
                                     {i(10), i(11)}, {i(12), i(13)}, {i(14), i(15)}, {i(16), i(17)},
                                     PassThrough{}, PassThrough{}, CdeOp<EpilogueFn>{});
-  run<Instance>(arg, "k_a49709f7a3946bb0 (conv2d)");
+  run<Instance>(arg, "k_80fb079dde0de4b5 (conv2d)", d, 18);
 }

@@ -37,7 +37,7 @@ using Instance = ck::tensor_operation::device::DeviceGemmMultipleD_Xdl_CShuffle<
 
 }  // namespace
 
-AIT_KERNEL k_0fe0f87e6281ac44(void* const* p, const int64_t* d) {
+AIT_KERNEL k_d96891bfc908f6cf(void* const* p, const int64_t* d) {
   if (d[0] == 0 || d[1] == 0 || d[3] == 0) return;  // an empty result: nothing to launch
   const auto i = [d](int j) { return static_cast<ck::index_t>(d[j]); };
   std::array<const void*, kNumD> ds_ptr{};
@@ -48,5 +48,5 @@ AIT_KERNEL k_0fe0f87e6281ac44(void* const* p, const int64_t* d) {
   }
   auto arg = Instance::MakeArgument(p[1], p[2], ds_ptr, p[0], i(0), i(1), i(2), i(4), i(5), ds_stride, i(6),
                                     PassThrough{}, PassThrough{}, CdeOp<EpilogueFn>{});
-  run<Instance>(arg, "k_0fe0f87e6281ac44 (gemm rcr)");
+  run<Instance>(arg, "k_d96891bfc908f6cf (gemm rcr)", d, 14);
 }

@@ -30,7 +30,7 @@ from ....ops.fused import split_operands
 from ...lower import LowerContext, lowering
 from ...spec import KernelCall, KernelSpec
 from . import configs as ck
-from .gemm import AB_DTYPES, CK_TYPE, _int32, dense_result, epilogue_ds, functor
+from .gemm import AB_DTYPES, CK_TYPE, _limits, dense_result, epilogue_ds, functor
 
 
 def specialization(op: Op, r, s) -> str:
@@ -62,7 +62,9 @@ def conv_kernel(op: Op, arch: str) -> tuple[dict, list, list]:
     kg = k // g if k.is_static else None
     if kg is None:
         raise UnsupportedOpError(f"{what}: a symbolic number of output channels has no ROCm conv kernel")
-    _int32(what, dict(x=n * h * wd * c, out=n * p * q * k, w=k * r * s * cg, M=n * p * q))
+    isz = x.dtype.itemsize
+    _limits(what, dict(M=n * p * q, K=r * s * cg), dict(x=(n * h * wd * c, isz), w=(k * r * s * cg, isz),
+            result=(n * p * q * k, out.dtype.itemsize)), cg)
     ds = epilogue_ds(op, out, bias, extras, (), (0, 1, 2))
     vec_ab = ck.vector_width(cg)
     vec_c = ck.vector_width(IntImm(kg))
@@ -72,6 +74,7 @@ def conv_kernel(op: Op, arch: str) -> tuple[dict, list, list]:
                   ds=[dict(ctype=CK_TYPE[d.tensor.dtype], row=d.stride_m == IntImm(0)) for d in ds])
     (sh, sw), (pt, pb, pl, pr), (dh, dw) = a.stride, a.padding, a.dilation
     dims = [n, h, wd, c, k, r, s, p, q, g, sh, sw, dh, dw, pt, pl, pb, pr]
+    params["n_dims"] = len(dims)   # what the instance's accepted-sizes memo compares
     return params, [out, x, w] + [d.tensor for d in ds], dims
 
 

@@ -183,10 +183,19 @@ def bmm_problem(op: Op) -> GemmProblem:
                        tuple(range(r - 2)), (r - 2,))
 
 
-def _int32(what: str, sizes: dict) -> None:
+def _limits(what: str, sizes: dict, tensors: dict, k: Dim) -> None:
+    """CK's run-time limits, decided here: sizes are index_t (int32), and GridwiseGemm's
+    CheckValidity refuses an A, B or result over 2 GB (elements x bytes). An empty reduction (K
+    can be 0) is refused too: CK's pipeline has no loop to run for it."""
     for name, d in sizes.items():
         if d.upper > INT32_MAX:
             raise UnsupportedOpError(f"{what}: {name} can reach {d.upper}, past CK's int32 index_t")
+    for name, (d, itemsize) in tensors.items():
+        if d.upper * itemsize > 2**31:
+            raise UnsupportedOpError(f"{what}: {name} can reach {d.upper * itemsize} bytes; CK's XDL GEMMs take "
+                                     "operands of at most 2 GB")
+    if k.lower == 0:
+        raise UnsupportedOpError(f"{what}: the reduction size K can be 0, which CK's GEMM pipeline does not run")
 
 
 def gemm_kernel(g: GemmProblem, arch: str) -> tuple[dict, list, list]:
@@ -196,7 +205,8 @@ def gemm_kernel(g: GemmProblem, arch: str) -> tuple[dict, list, list]:
     if g.a.dtype not in AB_DTYPES or g.b.dtype != g.a.dtype or out.dtype not in CK_TYPE:
         raise UnsupportedOpError(f"{what}: operands {g.a.dtype}/{g.b.dtype} -> {out.dtype} have no ROCm (CK) "
                                  "kernel; it takes float16 or bfloat16 operands")
-    _int32(what, dict(M=g.m, N=g.n, K=g.k, batch=g.l, A=g.m * g.k, B=g.k * g.n, out=g.m * g.n))
+    _limits(what, dict(M=g.m, N=g.n, K=g.k, batch=g.l), dict(A=(g.m * g.k, g.a.dtype.itemsize),
+            B=(g.k * g.n, g.b.dtype.itemsize), result=(g.m * g.n, out.dtype.itemsize)), g.k)
     ds = epilogue_ds(op, out, g.bias, g.extras, g.l_axes, g.m_axes)
     # Vector widths: each must divide the size CK checks and the stride the vectors run across.
     vec_a = ck.vector_width(g.m) if g.a_col else ck.vector_width(g.k)
@@ -212,6 +222,7 @@ def gemm_kernel(g: GemmProblem, arch: str) -> tuple[dict, list, list]:
     dims = [g.m, g.n, g.k, g.l, g.lda, g.ldb, g.n, g.batch_a, g.batch_b, batch_e]
     for d in ds:
         dims += [d.stride_m, d.stride_l]
+    params["n_dims"] = len(dims)   # what the instance's accepted-sizes memo compares
     return params, [out, g.a, g.b] + [d.tensor for d in ds], dims
 
 

@@ -9,8 +9,11 @@
 #ifndef AITGEN_CK_EPILOGUE_HPP_
 #define AITGEN_CK_EPILOGUE_HPP_
 
+#include <algorithm>
+#include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "aitgen/rocm_math.hpp"
 #include "ck/ck.hpp"
@@ -33,12 +36,27 @@ struct CdeOp {
 // applies to sizes and vector widths when it chose the instance, so a refusal here means the
 // device is not one CK's XDL ops run on (gfx908 / gfx90a / gfx940 at this CK pin), said by name
 // as std::runtime_error, which the container turns into AIT_ERROR.
+//
+// IsSupportedArgument asks for the device's name (hipGetDeviceProperties, slow) on every call,
+// while a model runs the same sizes run after run: each instance remembers the last (device,
+// d[0..n_dims)) it accepted and checks again only when one of them changes.
 template <typename DeviceOp, typename Argument>
-void run(Argument& arg, const char* name) {
+void run(Argument& arg, const char* name, const int64_t* d, int n_dims) {
+  struct Accepted {
+    int device = -1;
+    std::vector<int64_t> dims;
+  };
+  static thread_local Accepted last;  // one per instance: DeviceOp is local to its translation unit
+  int device = 0;
+  if (hipGetDevice(&device) != hipSuccess) device = -1;
   DeviceOp op;
-  if (!op.IsSupportedArgument(arg)) {
-    throw std::runtime_error(std::string(name) + ": Composable Kernel refuses this problem on device '" +
-                             ck::get_device_name() + "' (its XDL instances run on gfx908, gfx90a, gfx940)");
+  if (device < 0 || device != last.device || !std::equal(d, d + n_dims, last.dims.begin(), last.dims.end())) {
+    if (!op.IsSupportedArgument(arg)) {
+      throw std::runtime_error(std::string(name) + ": Composable Kernel refuses this problem on device '" +
+                               ck::get_device_name() + "' (its XDL instances run on gfx908, gfx90a, gfx940)");
+    }
+    last.device = device;
+    last.dims.assign(d, d + n_dims);
   }
   const size_t ws = op.GetWorkSpaceSize(&arg);
   if (ws > 0) op.SetWorkSpacePointer(&arg, ::ait::rocm::workspace(ws, name));
