@@ -34,13 +34,12 @@ using Instance = ck::tensor_operation::device::DeviceGroupedConvFwdMultipleD_Xdl
     1, 1, S<1, 16, 1, 4>, 8
 >;
 
-}  // namespace
-
-AIT_KERNEL k_80fb079dde0de4b5(void* const* p, const int64_t* d) {
+// CK's argument from the run's pointers and sizes (apart, so a host-only test can hand it to
+// IsSupportedArgument without a device).
+auto make_argument(void* const* p, const int64_t* d) {
   const auto i = [d](int j) { return static_cast<ck::index_t>(d[j]); };
   const ck::index_t n = i(0), h = i(1), w = i(2), c = i(3), k = i(4), r = i(5), s = i(6), pp = i(7), q = i(8);
   const ck::index_t g = i(9), cg = c / g, kg = k / g;
-  if (n == 0 || pp == 0 || q == 0 || k == 0) return;  // an empty result: nothing to launch
   const Dims5 a_len{g, n, cg, h, w}, a_str{cg, h * w * c, 1, w * c, c};
   const Dims5 b_len{g, kg, cg, r, s}, b_str{kg * r * s * cg, r * s * cg, 1, s * cg, cg};
   const Dims5 e_len{g, n, kg, pp, q}, e_str{kg, pp * q * k, 1, q * k, k};
@@ -52,8 +51,15 @@ AIT_KERNEL k_80fb079dde0de4b5(void* const* p, const int64_t* d) {
     ds_len[j] = e_len;
     ds_str[j] = kRow[j] ? row_str : e_str;
   }
-  auto arg = Instance::MakeArgument(p[1], p[2], ds_ptr, p[0], a_len, a_str, b_len, b_str, ds_len, ds_str, e_len, e_str,
-                                    {i(10), i(11)}, {i(12), i(13)}, {i(14), i(15)}, {i(16), i(17)},
-                                    PassThrough{}, PassThrough{}, CdeOp<EpilogueFn>{});
+  return Instance::MakeArgument(p[1], p[2], ds_ptr, p[0], a_len, a_str, b_len, b_str, ds_len, ds_str, e_len, e_str,
+                                {i(10), i(11)}, {i(12), i(13)}, {i(14), i(15)}, {i(16), i(17)},
+                                PassThrough{}, PassThrough{}, CdeOp<EpilogueFn>{});
+}
+
+}  // namespace
+
+AIT_KERNEL k_80fb079dde0de4b5(void* const* p, const int64_t* d) {
+  if (d[0] == 0 || d[4] == 0 || d[7] == 0 || d[8] == 0) return;  // an empty result: nothing to launch
+  auto arg = make_argument(p, d);
   run<Instance>(arg, "k_80fb079dde0de4b5 (conv2d)", d, 18);
 }

@@ -35,10 +35,9 @@ using Instance = ck::tensor_operation::device::DeviceGemmMultipleD_Xdl_CShuffle<
     1, 1, S<1, 16, 1, 4>, 8
 >;
 
-}  // namespace
-
-AIT_KERNEL k_d96891bfc908f6cf(void* const* p, const int64_t* d) {
-  if (d[0] == 0 || d[1] == 0 || d[3] == 0) return;  // an empty result: nothing to launch
+// CK's argument from the run's pointers and sizes (apart, so a host-only test can hand it to
+// IsSupportedArgument without a device).
+auto make_argument(void* const* p, const int64_t* d) {
   const auto i = [d](int j) { return static_cast<ck::index_t>(d[j]); };
   std::array<const void*, kNumD> ds_ptr{};
   std::array<ck::index_t, kNumD> ds_stride{};
@@ -46,7 +45,14 @@ AIT_KERNEL k_d96891bfc908f6cf(void* const* p, const int64_t* d) {
     ds_ptr[j] = p[3 + j];
     ds_stride[j] = i(10 + 2 * j);
   }
-  auto arg = Instance::MakeArgument(p[1], p[2], ds_ptr, p[0], i(0), i(1), i(2), i(4), i(5), ds_stride, i(6),
-                                    PassThrough{}, PassThrough{}, CdeOp<EpilogueFn>{});
+  return Instance::MakeArgument(p[1], p[2], ds_ptr, p[0], i(0), i(1), i(2), i(4), i(5), ds_stride, i(6),
+                                PassThrough{}, PassThrough{}, CdeOp<EpilogueFn>{});
+}
+
+}  // namespace
+
+AIT_KERNEL k_d96891bfc908f6cf(void* const* p, const int64_t* d) {
+  if (d[0] == 0 || d[1] == 0 || d[3] == 0) return;  // an empty result: nothing to launch
+  auto arg = make_argument(p, d);
   run<Instance>(arg, "k_d96891bfc908f6cf (gemm rcr)", d, 14);
 }

@@ -17,9 +17,8 @@ groups interleaved in C; the NHWGC / NHWGK ones read the N/H/W strides given (GK
 OHWI keeps each group's filters together). A D tensor is read as a (N*P*Q, K/G) matrix with one
 row stride: an operand broadcast over part of (N, P, Q) has no D form and is refused by name.
 Depthwise and grouped convs take the same instance kind. Sizes, window and groups are run-time
-arguments; only the forward specialisation (a 1x1 window without padding skips the im2col
-arithmetic) is static, decided from the op's attributes, which are static in the IR. CK's run-time
-refusals (C/G and K/G against the vector widths, the specialisation's window) are decided here.
+arguments, so one instance serves every window. CK's run-time refusals (C/G and K/G against the
+vector widths) are decided here.
 """
 from __future__ import annotations
 
@@ -33,13 +32,14 @@ from . import configs as ck
 from .gemm import AB_DTYPES, CK_TYPE, _limits, dense_result, epilogue_ds, functor
 
 
-def specialization(op: Op, r, s) -> str:
-    """CK's ConvolutionForwardSpecialization for the op's (static) window."""
-    a = op.attrs
-    one = r == IntImm(1) and s == IntImm(1) and not any(a.padding)
-    if one and tuple(a.stride) == (1, 1):
-        return "Filter1x1Stride1Pad0"
-    return "Filter1x1Pad0" if one else "Default"
+def specialization(op: Op) -> str:
+    """CK's ConvolutionForwardSpecialization: always Default at the pinned CK. Its 1x1
+    specialisations (Filter1x1Stride1Pad0, Filter1x1Pad0: no im2col arithmetic) would suit
+    ResNet's 1x1 convs, but b076a02's IsSupportedArgument checks their window at
+    b_g_k_c_xs_lengths[i + 2], i.e. (C, Y) instead of (Y, X), so it refuses them on every conv
+    with more than one input channel per group (tests: test_ck_itself_accepts_what_the_templates_build).
+    One specialisation also means fewer instances to compile."""
+    return "Default"
 
 
 def conv_kernel(op: Op, arch: str) -> tuple[dict, list, list]:
@@ -70,7 +70,7 @@ def conv_kernel(op: Op, arch: str) -> tuple[dict, list, list]:
     vec_c = ck.vector_width(IntImm(kg))
     inst = ck.choose(arch, n * p * q, IntImm(kg), IntImm(g), True, True, vec_ab, vec_ab, vec_c, what)
     params = dict(op_label="conv2d", ctype=CK_TYPE[x.dtype], out_ctype=CK_TYPE[out.dtype],
-                  spec=specialization(op, r, s), inst=inst, functor=functor(op, bias is not None, extras),
+                  spec=specialization(op), inst=inst, functor=functor(op, bias is not None, extras),
                   ds=[dict(ctype=CK_TYPE[d.tensor.dtype], row=d.stride_m == IntImm(0)) for d in ds])
     (sh, sw), (pt, pb, pl, pr), (dh, dw) = a.stride, a.padding, a.dilation
     dims = [n, h, wd, c, k, r, s, p, q, g, sh, sw, dh, dw, pt, pl, pb, pr]

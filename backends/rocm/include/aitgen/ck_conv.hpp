@@ -15,9 +15,6 @@
 namespace ait {
 namespace ck_ext {
 namespace conv_layout = ck::tensor_layout::convolution;
-using PassThrough = ck::tensor_operation::element_wise::PassThrough;
-template <ck::index_t... Is>
-using S = ck::Sequence<Is...>;
 using ConvSpec = ck::tensor_operation::device::ConvolutionForwardSpecialization;
 constexpr auto kConvPadAll = ck::tensor_operation::device::GemmSpecialization::MNKPadding;
 // (G, N, C|K, H, W) lengths and strides of one operand, CK's order for every layout.

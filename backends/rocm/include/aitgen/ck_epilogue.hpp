@@ -19,10 +19,15 @@
 #include "ck/ck.hpp"
 #include "ck/stream_config.hpp"
 #include "ck/host_utility/device_prop.hpp"
+#include "ck/tensor_operation/gpu/element/element_wise_operation.hpp"
 #include "ck/utility/data_type.hpp"
 
 namespace ait {
 namespace ck_ext {
+
+using PassThrough = ck::tensor_operation::element_wise::PassThrough;
+template <ck::index_t... Is>
+using S = ck::Sequence<Is...>;
 
 template <typename Fn>
 struct CdeOp {

@@ -16,9 +16,6 @@ namespace ait {
 namespace ck_ext {
 using Row = ck::tensor_layout::gemm::RowMajor;
 using Col = ck::tensor_layout::gemm::ColumnMajor;
-using PassThrough = ck::tensor_operation::element_wise::PassThrough;
-template <ck::index_t... Is>
-using S = ck::Sequence<Is...>;
 // Every size is a run-time argument: padding to the tile keeps one object per instance.
 constexpr auto kPadAll = ck::tensor_operation::device::GemmSpecialization::MNKPadding;
 }  // namespace ck_ext
