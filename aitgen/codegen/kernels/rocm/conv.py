@@ -15,12 +15,15 @@ The layout names matter beyond CK's vector checks: at the pinned commit CK build
 GNHWK descriptors packed per group, ignoring the strides, which is wrong for NHWC tensors with
 groups interleaved in C; the NHWGC / NHWGK ones read the N/H/W strides given (GKYXC is right:
 OHWI keeps each group's filters together). A D tensor is read as a (N*P*Q, K/G) matrix with one
-row stride: an operand broadcast over part of (N, P, Q) has no D form and is refused by name.
+row stride: an operand broadcast over part of (N, P, Q) (an SE block's [N, 1, 1, K] scale) has no
+D form, and the epilogue then runs as a pass after the conv (gemm.py epilogue_plan).
 Depthwise and grouped convs take the same instance kind. Sizes, window and groups are run-time
 arguments, so one instance serves every window. CK's run-time refusals (C/G and K/G against the
 vector widths) are decided here.
 """
 from __future__ import annotations
+
+from typing import Optional
 
 from ....errors import UnsupportedOpError
 from ....ir.dims import IntImm
@@ -29,7 +32,7 @@ from ....ops.fused import split_operands
 from ...lower import LowerContext, lowering
 from ...spec import KernelCall, KernelSpec
 from . import configs as ck
-from .gemm import AB_DTYPES, CK_TYPE, _limits, dense_result, epilogue_ds, functor
+from .gemm import AB_DTYPES, CK_TYPE, _limits, apply_calls, dense_result, epilogue_plan
 
 
 def specialization(op: Op) -> str:
@@ -42,8 +45,8 @@ def specialization(op: Op) -> str:
     return "Default"
 
 
-def conv_kernel(op: Op, arch: str) -> tuple[dict, list, list]:
-    """(params of conv_ck.hip.j2, ptrs, dims)."""
+def conv_kernel(op: Op, arch: str) -> tuple[dict, list, list, Optional[tuple]]:
+    """(params of conv_ck.hip.j2, ptrs, dims, the epilogue pass or None)."""
     own, extras = split_operands(op.inputs, op.attrs)
     x, w = own[:2]
     bias = own[2] if len(own) == 3 else None
@@ -65,22 +68,24 @@ def conv_kernel(op: Op, arch: str) -> tuple[dict, list, list]:
     isz = x.dtype.itemsize
     _limits(what, dict(M=n * p * q, K=r * s * cg), dict(x=(n * h * wd * c, isz), w=(k * r * s * cg, isz),
             result=(n * p * q * k, out.dtype.itemsize)), cg)
-    ds = epilogue_ds(op, out, bias, extras, (), (0, 1, 2))
+    plan = epilogue_plan(op, out, bias, extras, (), (0, 1, 2))
+    ds = plan.ds
     vec_ab = ck.vector_width(cg)
     vec_c = ck.vector_width(IntImm(kg))
     inst = ck.choose(arch, n * p * q, IntImm(kg), IntImm(g), True, True, vec_ab, vec_ab, vec_c, what)
     params = dict(op_label="conv2d", ctype=CK_TYPE[x.dtype], out_ctype=CK_TYPE[out.dtype],
-                  spec=specialization(op), inst=inst, functor=functor(op, bias is not None, extras),
+                  spec=specialization(op), inst=inst, functor=plan.functor,
                   ds=[dict(ctype=CK_TYPE[d.tensor.dtype], row=d.stride_m == IntImm(0)) for d in ds])
     (sh, sw), (pt, pb, pl, pr), (dh, dw) = a.stride, a.padding, a.dilation
     dims = [n, h, wd, c, k, r, s, p, q, g, sh, sw, dh, dw, pt, pl, pb, pr]
     params["n_dims"] = len(dims)   # what the instance's accepted-sizes memo compares
-    return params, [out, x, w] + [d.tensor for d in ds], dims
+    return params, [out, x, w] + [d.tensor for d in ds], dims, plan.apply
 
 
 @lowering("rocm", OpKind.CONV2D, epilogue=True)
 def lower_conv(op: Op, ctx: LowerContext) -> list[KernelCall]:
     dense_result(ctx, op, op.outputs[0])
-    params, ptrs, dims = conv_kernel(op, ctx.arch or "gfx90a")
+    params, ptrs, dims, apply = conv_kernel(op, ctx.arch or "gfx90a")
     spec = KernelSpec.make(ctx.template("conv_ck.hip.j2"), **params)
-    return [KernelCall(spec, ptrs, dims, op.name or op.kind.value)]
+    name = op.name or op.kind.value
+    return [KernelCall(spec, ptrs, dims, name)] + apply_calls(ctx, apply, name)

@@ -11,7 +11,14 @@ and every extra operand of the fused expression (attrs.epilogue) is a D tensor, 
 The operation is our functor (gemm_ck_functor.inc.j2), rendered by common/expr.py from the same
 Expr the CPU and CUDA backends render, wrapped by ait::ck_ext::CdeOp (ck_epilogue.hpp). An
 operand that broadcasts along N (one value per row, a scalar) has no D form (CK reads every D
-along N with the output's vectors): such an epilogue is refused by name.
+along N with the output's vectors): then the GEMM applies only the bias and the epilogue runs
+after it, in place, through CK's DeviceElementwiseImpl (any broadcast strides) with the same
+functor (gemm_ck_apply.hip.j2), as the CUDA backend's epilogue pass does.
+
+Grouped GEMM (horizontal fusion) is not lowered: CK's DeviceGroupedGemm_Xdl at the pinned commit
+copies its per-group descriptors with a synchronous hipMemcpy inside Invoker::Run (not ordered on
+the run's stream, not capturable in a graph), and no zoo model forms such groups; without a
+GROUPED lowering, group_ops leaves the members as separate GEMMs.
 
 Every number CK checks at run time (vector widths against K/N, int32 sizes, dtypes) is checked
 here first, so a built model never meets IsSupportedArgument's refusal on a supported device.
@@ -48,10 +55,10 @@ class DTensor:
     stride_l: Dim
 
 
-def d_tensor(t: Tensor, out_shape: Sequence[Dim], l_axes: tuple[int, ...], m_axes: tuple[int, ...],
-             what: str) -> DTensor:
-    """`t` read over the result (N its last axis, M the m_axes, L the l_axes) as a D tensor;
-    UnsupportedOpError for broadcasts CK's row-major D cannot express."""
+def d_tensor(t: Tensor, out_shape: Sequence[Dim], l_axes: tuple[int, ...],
+             m_axes: tuple[int, ...]) -> Optional[DTensor]:
+    """`t` read over the result (N its last axis, M the m_axes, L the l_axes) as a D tensor, or
+    None where CK's row-major D cannot express its broadcast (along N, or over part of M or L)."""
     strides = broadcast_strides(tuple(t.shape), tuple(out_shape))
     zero = IntImm(0)
 
@@ -64,15 +71,14 @@ def d_tensor(t: Tensor, out_shape: Sequence[Dim], l_axes: tuple[int, ...], m_axe
     n_dense = not (strides[-1] == zero and out_shape[-1] != 1)
     m_dense, l_dense = dense(m_axes), dense(l_axes)
     if not n_dense or m_dense is None or l_dense is None:
-        raise UnsupportedOpError(f"{what}: epilogue operand '{t.name}' {list(t.shape)} broadcasts along the "
-                                 "result's last axis or over part of its rows; CK's D tensors read whole rows "
-                                 "(a residual or a bias row), so this epilogue has no ROCm kernel")
+        return None
     return DTensor(t, strides[m_axes[-1]] if m_dense else zero, strides[l_axes[-1]] if l_dense else zero)
 
 
-def functor(op: Op, bias: bool, extras: Sequence[Tensor]) -> dict:
-    """The epilogue as one scalar functor (acc[, bias], extras...) -> float, from attrs.epilogue."""
-    ep = getattr(op.attrs, "epilogue", None)
+def functor(op: Op, bias: bool, extras: Sequence[Tensor], epilogue: bool = True) -> dict:
+    """The epilogue as one scalar functor (acc[, bias], extras...) -> float, from attrs.epilogue
+    (without it, `epilogue=False`: acc[ + bias])."""
+    ep = getattr(op.attrs, "epilogue", None) if epilogue else None
     params = ["float acc"] + (["float bias"] if bias else [])
     statements = ["const float s0 = acc + bias;" if bias else "const float s0 = acc;"]
     functions: list[str] = []
@@ -91,16 +97,52 @@ def functor(op: Op, bias: bool, extras: Sequence[Tensor]) -> dict:
     return dict(functions=functions, params=params, statements=statements, result=result)
 
 
-def epilogue_ds(op: Op, out: Tensor, bias: Optional[Tensor], extras: Sequence[Tensor],
-                l_axes: tuple[int, ...], m_axes: tuple[int, ...]) -> list[DTensor]:
-    """The D tensors in the functor's argument order: the bias row, then the extras."""
+@dataclasses.dataclass
+class EpiloguePlan:
+    """How a GEMM-shaped kernel applies its epilogue: `functor` over the accumulator and the D
+    tensors `ds`; where some operand has no D form, the kernel applies only the bias and `apply`
+    (an in-place CK element-wise pass over the result, gemm_ck_apply.hip.j2) the rest."""
+    functor: dict
+    ds: list[DTensor]
+    apply: Optional[tuple[dict, list, list]] = None    # (params, ptrs, dims) of the pass
+
+
+def epilogue_plan(op: Op, out: Tensor, bias: Optional[Tensor], extras: Sequence[Tensor],
+                  l_axes: tuple[int, ...], m_axes: tuple[int, ...]) -> EpiloguePlan:
+    """The D tensors in the functor's argument order (the bias row, then the extras) and the
+    functor, or the bias alone and the separate pass."""
     what = f"{op.kind.value} '{op.name}'"
     for t in ([bias] if bias is not None else []) + list(extras):
         if t.dtype not in CK_TYPE:
             raise UnsupportedOpError(f"{what}: epilogue operand '{t.name}' is {t.dtype}; the ROCm epilogue reads "
                                      "float16, bfloat16 or float32")
     ds = [DTensor(bias, IntImm(0), IntImm(0))] if bias is not None else []
-    return ds + [d_tensor(t, out.shape, l_axes, m_axes, what) for t in extras]
+    found = [d_tensor(t, out.shape, l_axes, m_axes) for t in extras]
+    if all(d is not None for d in found):
+        return EpiloguePlan(functor(op, bias is not None, extras), ds + found)
+    return EpiloguePlan(functor(op, bias is not None, (), epilogue=False), ds, apply_kernel(op, out, extras))
+
+
+def apply_kernel(op: Op, out: Tensor, extras: Sequence[Tensor]) -> tuple[dict, list, list]:
+    """The epilogue over the stored result, in place, by CK's DeviceElementwiseImpl: inputs the
+    result and the extras at their broadcast strides over the result's shape (any broadcast).
+    CK's rules, decided here: the vector width divides the last size (its MPerThread too); an
+    input whose last stride is not 1 reads scalars; the flat size is an index_t."""
+    what = f"{op.kind.value} '{op.name}'"
+    shape = list(out.shape)
+    size = prod(shape)
+    if size.upper > INT32_MAX:
+        raise UnsupportedOpError(f"{what}: the result can hold {size.upper} elements, past CK's int32 index_t")
+    vec = ck.vector_width(shape[-1])
+    strides = [broadcast_strides(tuple(shape), tuple(shape))] + [broadcast_strides(tuple(t.shape), tuple(shape))
+                                                                  for t in extras]
+    in_vecs = [vec if st[-1] == IntImm(1) else 1 for st in strides]
+    params = dict(op_label=f"{op.kind.value} epilogue", rank=len(shape), out_ctype=CK_TYPE[out.dtype],
+                  in_ctypes=[CK_TYPE[out.dtype]] + [CK_TYPE[t.dtype] for t in extras], vec=vec, in_vecs=in_vecs,
+                  functor=functor(op, False, extras))
+    dims = shape + [d for st in strides for d in st]
+    params["n_dims"] = len(dims)
+    return params, [out] + list(extras), dims
 
 
 @dataclasses.dataclass(frozen=True)
@@ -198,8 +240,8 @@ def _limits(what: str, sizes: dict, tensors: dict, k: Dim) -> None:
         raise UnsupportedOpError(f"{what}: the reduction size K can be 0, which CK's GEMM pipeline does not run")
 
 
-def gemm_kernel(g: GemmProblem, arch: str) -> tuple[dict, list, list]:
-    """(params of gemm_ck.hip.j2, ptrs, dims) of one problem."""
+def gemm_kernel(g: GemmProblem, arch: str) -> tuple[dict, list, list, Optional[tuple]]:
+    """(params of gemm_ck.hip.j2, ptrs, dims, the epilogue pass or None) of one problem."""
     op, out = g.op, g.out
     what = f"{op.kind.value} '{op.name}'"
     if g.a.dtype not in AB_DTYPES or g.b.dtype != g.a.dtype or out.dtype not in CK_TYPE:
@@ -207,7 +249,8 @@ def gemm_kernel(g: GemmProblem, arch: str) -> tuple[dict, list, list]:
                                  "kernel; it takes float16 or bfloat16 operands")
     _limits(what, dict(M=g.m, N=g.n, K=g.k, batch=g.l), dict(A=(g.m * g.k, g.a.dtype.itemsize),
             B=(g.k * g.n, g.b.dtype.itemsize), result=(g.m * g.n, out.dtype.itemsize)), g.k)
-    ds = epilogue_ds(op, out, g.bias, g.extras, g.l_axes, g.m_axes)
+    plan = epilogue_plan(op, out, g.bias, g.extras, g.l_axes, g.m_axes)
+    ds = plan.ds
     # Vector widths: each must divide the size CK checks and the stride the vectors run across.
     vec_a = ck.vector_width(g.m) if g.a_col else ck.vector_width(g.k)
     vec_b = ck.vector_width(g.n) if not g.b_col else ck.vector_width(g.k)
@@ -217,13 +260,13 @@ def gemm_kernel(g: GemmProblem, arch: str) -> tuple[dict, list, list]:
     params = dict(op_label=f"{op.kind.value} {g.layouts}", batched=batched, ctype=CK_TYPE[g.a.dtype],
                   out_ctype=CK_TYPE[out.dtype], layout_a="Col" if g.a_col else "Row",
                   layout_b="Col" if g.b_col else "Row", ds=[CK_TYPE[d.tensor.dtype] for d in ds],
-                  functor=functor(op, g.bias is not None, g.extras), inst=inst)
+                  functor=plan.functor, inst=inst)
     batch_e = g.m * g.n if batched else IntImm(0)
     dims = [g.m, g.n, g.k, g.l, g.lda, g.ldb, g.n, g.batch_a, g.batch_b, batch_e]
     for d in ds:
         dims += [d.stride_m, d.stride_l]
     params["n_dims"] = len(dims)   # what the instance's accepted-sizes memo compares
-    return params, [out, g.a, g.b] + [d.tensor for d in ds], dims
+    return params, [out, g.a, g.b] + [d.tensor for d in ds], dims, plan.apply
 
 
 def dense_result(ctx: LowerContext, op: Op, out: Tensor) -> None:
@@ -234,9 +277,18 @@ def dense_result(ctx: LowerContext, op: Op, out: Tensor) -> None:
 
 def gemm_call(ctx: LowerContext, g: GemmProblem) -> list[KernelCall]:
     dense_result(ctx, g.op, g.out)
-    params, ptrs, dims = gemm_kernel(g, ctx.arch or "gfx90a")
+    params, ptrs, dims, apply = gemm_kernel(g, ctx.arch or "gfx90a")
     spec = KernelSpec.make(ctx.template("gemm_ck.hip.j2"), **params)
-    return [KernelCall(spec, ptrs, dims, g.op.name or g.op.kind.value)]
+    name = g.op.name or g.op.kind.value
+    return [KernelCall(spec, ptrs, dims, name)] + apply_calls(ctx, apply, name)
+
+
+def apply_calls(ctx: LowerContext, apply: Optional[tuple], name: str) -> list[KernelCall]:
+    """The epilogue pass after the kernel, where the plan has one."""
+    if apply is None:
+        return []
+    params, ptrs, dims = apply
+    return [KernelCall(KernelSpec.make(ctx.template("gemm_ck_apply.hip.j2"), **params), ptrs, dims, name)]
 
 
 @lowering("rocm", OpKind.GEMM, epilogue=True)
