@@ -516,16 +516,16 @@ def test_ck_itself_accepts_what_the_templates_build(tmp_path):
         lines.append(f"  const int64_t d{j}[] = {{{_static_dims(call)}}};")
     # Why conv.specialization() is always Default: the pinned CK refuses its own 1x1 specialisation
     # on a 1x1, stride-1, unpadded conv (t6's problem). A CK that fixes its check fails this line.
-    one = units[6].replace("ConvSpec::Default", "ConvSpec::Filter1x1Stride1Pad0").replace("namespace t6", "namespace t10")
+    one = units[6].replace("ConvSpec::Default", "ConvSpec::Filter1x1Stride1Pad0")
+    one = one.replace("namespace t6", "namespace t10")
     assert "Filter1x1Stride1Pad0" in one
     units.append(one)
     checks = [f"ACCEPTS(t{j}, d{j})" for j in range(len(calls))]
     checks += ["ACCEPTS(t0, d1)", "ACCEPTS(t0, d2)", "ACCEPTS(t0, d3)", "ACCEPTS(t6, d5)", "ACCEPTS(t10, d6)"]
     lines.append('  std::printf("' + " ".join(["%d"] * len(checks)) + '\\n", ' + ", ".join(checks) + ");")
     path = tmp_path / "accept.hip"
-    path.write_text('#include "aitgen/ck_gemm.hpp"\n#include "aitgen/ck_conv.hpp"\n#include "aitgen/ck_elementwise.hpp"\n'
-                    '#include <cstdio>\n'
-                    '#include <cstring>\n' + "".join(units) + ACCEPT_MAIN % "\n".join(lines))
+    headers = ["aitgen/ck_gemm.hpp", "aitgen/ck_conv.hpp", "aitgen/ck_elementwise.hpp", "cstdio", "cstring"]
+    path.write_text("".join(f"#include <{h}>\n" for h in headers) + "".join(units) + ACCEPT_MAIN % "\n".join(lines))
     flags = [f for f in load_backend("rocm").compile_flags("gfx90a") if not f.startswith("--offload-arch")]
     r = subprocess.run([cc, *flags, "--cuda-host-only", str(path), "-o", str(tmp_path / "accept")],
                        capture_output=True, text=True, env=hip_env())
