@@ -3,18 +3,14 @@
 Default tier: which CK instance each problem gets and the numbers it is given (vector widths
 against CK's own run-time rules, recomputed here from concrete sizes; tiles; D tensors and their
 strides), the epilogue functor's text from a fused bias + GELU + residual, the compile-time
-refusals, and the functor itself (through CK's CDE wrapper, ait::ck_ext::CdeOp) compiled by hipcc
-as host code and compared with the numpy oracle. The `rocm_compile` tier compiles CK instances
-for gfx90a / gfx940 (~35-50 s each on 2 cores) and reads their code objects: MFMA instructions,
-the functor inside the kernel, the exported host function.
+refusals, the epilogue pass, and the functor itself (through CK's CDE wrapper,
+ait::ck_ext::CdeOp) compiled by hipcc as host code and compared with the numpy oracle. The
+`rocm_compile` tier (hipcc builds of CK instances): test_rocm_ck_objects.py.
 """
 from __future__ import annotations
 
-import os
 import re
-import shutil
 import subprocess
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -25,57 +21,15 @@ from aitgen.codegen.backend import load_backend
 from aitgen.codegen.kernels.rocm import configs as ck
 from aitgen.codegen.kernels.rocm import conv as conv_k
 from aitgen.codegen.kernels.rocm import gemm as gemm_k
-from aitgen.codegen.lower import lower_graph
 from aitgen.codegen.render import render
 from aitgen.codegen.spec import KernelSpec
 from aitgen.compiler import compile_options
 from aitgen.errors import UnsupportedOpError
 from aitgen.ir.graph import Graph
 from aitgen.ir.op import OpKind
-from aitgen.memory import plan_memory
 from aitgen.passes import PIPELINE, run_pipeline
 
-LLVM = Path("/usr/lib/llvm-15/bin")
-
-
-def hipcc() -> str:
-    path = shutil.which("hipcc")
-    if path is None:
-        pytest.skip("hipcc absent: apt-get install -y --no-install-recommends hipcc libamdhip64-dev")
-    return path
-
-
-def hip_env() -> dict:
-    return dict(os.environ, HIP_PLATFORM="amd")
-
-
-def lowered(outs, arch="gfx90a"):
-    opts = compile_options(target="rocm", arch=arch)
-    g = run_pipeline(Graph.from_outputs(outs), opts, list(PIPELINE))
-    return g, lower_graph(g, plan_memory(g, opts.caps), "rocm", arch=arch, opts=opts)
-
-
-def source(call) -> str:
-    return render(call.spec.template, func=call.spec.func, **call.spec.param_dict())
-
-
-def _const(shape, rng, scale=0.1, dt="float16"):
-    return ag.constant((rng.standard_normal(shape) * scale).astype(ag.DType(dt).np))
-
-
-def ffn(m=None, k=256, n=512, dt="float16"):
-    """gelu(x @ W^T + b) + residual: every transformer layer's GEMM."""
-    rng = np.random.default_rng(0)
-    m = m if m is not None else ag.IntVar("tokens", 1, 512)
-    x = ag.Tensor([m, k], dtype=dt, name="x")
-    r = ag.Tensor([m, n], dtype=dt, name="res")
-    return {"y": ops.gelu(ops.linear(x, _const((n, k), rng, dt=dt), _const((n,), rng, dt=dt))) + r}
-
-
-def conv_relu(c=32, k=64):
-    rng = np.random.default_rng(1)
-    x = ag.Tensor([2, 16, 16, c], dtype="float16", name="x")
-    return {"y": ops.relu(ops.conv2d(x, _const((k, 3, 3, c), rng), _const((k,), rng), stride=1, padding=1))}
+from ck_helpers import _const, broadcast_epilogues, conv_relu, ffn, hip_env, hipcc, lowered, source
 
 
 # -- instance choice and CK's run-time rules, decided at build time ---------------------------
@@ -268,21 +222,6 @@ def test_refusals_name_the_op_and_the_reason():
     with pytest.raises(UnsupportedOpError, match="K can be 0"):
         lowered({"y": ops.matmul(a, b)})
 
-
-def broadcast_epilogues():
-    """Epilogue operands no CK D tensor reads: one value per GEMM row (and a scalar), an SE
-    block's per-image channel scale over a conv."""
-    rng = np.random.default_rng(6)
-    x = ag.Tensor([64, 256], dtype="float16", name="x")
-    per_row = ag.Tensor([64, 1], dtype="float16", name="per_row")
-    scalar = ag.Tensor([1], dtype="float16", name="scalar")
-    y = ops.relu(ops.linear(x, _const((512, 256), rng), _const((512,), rng)) * per_row + scalar)
-    img = ag.Tensor([2, 8, 8, 32], dtype="float16", name="img")
-    se = ag.Tensor([2, 1, 1, 64], dtype="float16", name="se")
-    z = ops.conv2d(img, _const((64, 3, 3, 32), rng), _const((64,), rng), padding=1) * se
-    return {"y": y, "z": z}
-
-
 def test_operands_no_d_tensor_reads_take_the_epilogue_pass():
     _, calls = lowered(broadcast_epilogues())
     assert [c.spec.template.split("/")[-1] for c in calls] == ["gemm_ck.hip.j2", "gemm_ck_apply.hip.j2",
@@ -370,165 +309,3 @@ def test_functor_through_ck_cde_op_matches_the_oracle(tmp_path):
     got = np.fromfile(tmp_path / "out.bin", np.float32).reshape(m, n)
     np.testing.assert_allclose(got, ref, rtol=1e-3, atol=1e-3)
     assert np.abs(got - (acc + bias.astype(np.float32))).max() > 0.1   # GELU and the residual did apply
-
-
-# -- rocm_compile: CK instances through hipcc, code objects read back -------------------------
-
-def compile_ck(call, tmp: Path, arch: str) -> Path:
-    cc = hipcc()
-    path = tmp / f"{call.spec.func}.hip"
-    path.write_text(source(call))
-    obj = path.with_suffix(".o")
-    r = subprocess.run([cc, *load_backend("rocm").compile_flags(arch), "-c", str(path), "-o", str(obj)],
-                       capture_output=True, text=True, env=hip_env())
-    assert r.returncode == 0, f"hipcc failed on {path}:\n{r.stderr[-6000:]}"
-    return obj
-
-
-def device_asm(obj: Path, arch: str, tmp: Path) -> str:
-    """The gfx code object of `obj` (its .hip_fatbin, an offload bundle), disassembled."""
-    for tool in ("objcopy", LLVM / "clang-offload-bundler", LLVM / "llvm-objdump"):
-        if shutil.which(str(tool)) is None:
-            pytest.skip(f"{tool} absent (binutils / llvm-15)")
-    fat, co = tmp / "fat.bin", tmp / f"{arch}.co"
-    subprocess.run(["objcopy", "-O", "binary", "--only-section=.hip_fatbin", str(obj), str(fat)], check=True)
-    subprocess.run([str(LLVM / "clang-offload-bundler"), "--unbundle", "--type=o", f"--input={fat}",
-                    f"--targets=hipv4-amdgcn-amd-amdhsa--{arch}", f"--output={co}"], check=True)
-    return subprocess.run([str(LLVM / "llvm-objdump"), "-d", f"--mcpu={arch}", str(co)], check=True,
-                          capture_output=True, text=True).stdout
-
-
-def exported(obj: Path) -> set[str]:
-    out = subprocess.run(["nm", "--defined-only", "-g", str(obj)], check=True, capture_output=True, text=True).stdout
-    return {ln.split()[-1] for ln in out.splitlines() if " T " in ln}
-
-
-@pytest.mark.rocm_compile
-@pytest.mark.parametrize("arch, dt", [("gfx90a", "float16"), ("gfx940", "bfloat16")])
-def test_gemm_bias_gelu_residual_compiles_to_mfma(tmp_path, arch, dt):
-    _, (call,) = lowered(ffn(dt=dt), arch)
-    assert call.spec.param_dict()["ctype"] == ("ck::half_t" if dt == "float16" else "ck::bhalf_t")
-    obj = compile_ck(call, tmp_path, arch)
-    assert call.spec.func in exported(obj)
-    asm = device_asm(obj, arch, tmp_path)
-    kernels = re.findall(r"^[0-9a-f]+ <(_Z\w+)>:", asm, re.M)
-    assert kernels and all("kernel_gemm_multiple_d_xdl_cshuffle" in k and "CdeOpIN" in k and "EpilogueFn" in k
-                           for k in kernels)
-    # bf16: CK's 1k MFMA (v_mfma_f32_32x32x8bf16_1k, spelt v_mfma_f32_32x32x8_bf16 on gfx940)
-    mfma = r"v_mfma_f32_32x32x8f16" if dt == "float16" else r"v_mfma_f32_32x32x8_?bf16"
-    assert len(re.findall(mfma, asm)) >= 16
-    # The functor's arithmetic inside the kernel: GELU's -1/sqrt(2) (erfc argument) as a literal
-    assert re.search(r"0xbf3504f3|0x3f3504f3", asm)
-
-
-@pytest.mark.rocm_compile
-def test_conv_bias_relu_compiles_to_mfma(tmp_path):
-    _, (call,) = lowered(conv_relu())
-    obj = compile_ck(call, tmp_path, "gfx90a")
-    assert call.spec.func in exported(obj)
-    asm = device_asm(obj, "gfx90a", tmp_path)
-    kernels = re.findall(r"^[0-9a-f]+ <(_Z\w+)>:", asm, re.M)
-    assert kernels and all("grouped_conv_fwd_multiple_d" in k and "EpilogueFn" in k for k in kernels)
-    assert len(re.findall(r"v_mfma_f32_32x32x8f16", asm)) >= 16
-    # ReLU with NaN kept: a compare against 0 selecting the value or 0 (v_cndmask), or v_max
-    assert re.search(r"v_cmp_\w+_f32|v_max_f32", asm) and "v_cndmask_b32" in asm
-
-
-@pytest.mark.rocm_compile
-def test_batched_rrr_bmm_with_residual_compiles_to_mfma(tmp_path):
-    """DeviceBatchedGemmMultiD_Xdl with B row-major (N-contiguous: the other transfer shape) and a
-    batched residual D tensor (its batch stride a run-time argument)."""
-    a = ag.Tensor([4, 64, 128], dtype="float16", name="p")
-    b = ag.Tensor([4, 128, 64], dtype="float16", name="v")
-    r = ag.Tensor([4, 64, 64], dtype="float16", name="r")
-    _, (call,) = lowered({"y": ops.bmm(a, b) + r})
-    p = call.spec.param_dict()
-    assert p["batched"] and p["layout_b"] == "Row" and p["inst"]["b"]["vec_dim"] == 1
-    assert [int(d) for d in call.dims[10:]] == [64, 64 * 64]   # the residual's row and batch strides
-    obj = compile_ck(call, tmp_path, "gfx90a")
-    assert call.spec.func in exported(obj)
-    asm = device_asm(obj, "gfx90a", tmp_path)
-    kernels = re.findall(r"^[0-9a-f]+ <(_Z\w+)>:", asm, re.M)
-    assert kernels and all("batched_gemm" in k and "EpilogueFn" in k for k in kernels)
-    assert len(re.findall(r"v_mfma_f32_32x32x8f16", asm)) >= 16
-
-
-@pytest.mark.rocm_compile
-def test_epilogue_pass_compiles(tmp_path):
-    """The in-place epilogue pass (CK's DeviceElementwiseImpl with our functor) for gfx90a."""
-    calls = [c for c in lowered(broadcast_epilogues())[1] if "apply" in c.spec.template]
-    obj = compile_ck(calls[0], tmp_path, "gfx90a")
-    assert calls[0].spec.func in exported(obj)
-    asm = device_asm(obj, "gfx90a", tmp_path)
-    kernels = re.findall(r"^[0-9a-f]+ <(_Z\w+)>:", asm, re.M)
-    assert kernels and all("kernel_elementwise_1d" in k and "EpilogueFn" in k for k in kernels)
-    assert re.search(r"v_cmp_\w+_f32", asm) and "v_cndmask_b32" in asm   # the ReLU
-
-
-ACCEPT_MAIN = r"""
-namespace ait { namespace rocm {
-RunState& run_state() { static RunState s; return s; }
-void* workspace(size_t, const char*) { return nullptr; }
-} }
-// CK's IsSupportedArgument asks for the device's name: answer as an MI210 (gfx90a) would.
-extern "C" hipError_t hipGetDevice(int* d) { *d = 0; return hipSuccess; }
-extern "C" hipError_t hipGetDeviceProperties(hipDeviceProp_t* p, int) {
-  std::memset(p, 0, sizeof *p);
-  std::strcpy(p->gcnArchName, "gfx90a:sramecc+:xnack-");
-  return hipSuccess;
-}
-#define ACCEPTS(t, d) (t::Instance::IsSupportedArgument(t::make_argument(ptrs, d)) ? 1 : 0)
-int main() {
-  void* ptrs[16] = {};
-%s
-}
-"""
-
-
-def _static_dims(call) -> str:
-    return ", ".join(str(d if isinstance(d, int) else d.value) for d in call.dims)
-
-
-@pytest.mark.rocm_compile
-def test_ck_itself_accepts_what_the_templates_build(tmp_path):
-    """CK's own IsSupportedArgument (host code; the device's name interposed as gfx90a) on the
-    argument each template's make_argument builds from the call's real dims: every chosen
-    instance accepts its problem (GEMMs whose K or N 16-byte vectors do not divide, a batched
-    BMM, a 3x3 conv, a 1x1 conv, depthwise and grouped convs, the epilogue passes). The controls show the check is
-    live: the 8-wide GEMM instance is refused on those K / N and the grouped conv's 8-wide
-    instance on the depthwise sizes."""
-    cc = hipcc()
-    rng = np.random.default_rng(5)
-    gemms = [lowered(ffn(m=ag.IntImm(64), k=k, n=n))[1][0] for k, n in [(256, 512), (100, 512), (255, 512),
-                                                                           (256, 1002)]]
-    a = ag.Tensor([4, 64, 128], dtype="float16", name="p")
-    b = ag.Tensor([4, 128, 64], dtype="float16", name="v")
-    bmm = lowered({"y": ops.bmm(a, b)})[1][0]
-    x = ag.Tensor([1, 8, 8, 32], dtype="float16", name="x")
-    convs = lowered({"dw": ops.conv2d(x, _const((32, 3, 3, 1), rng), stride=2, padding=1, groups=32),
-                     "gr": ops.conv2d(x, _const((64, 1, 1, 16), rng), groups=2)})[1] + lowered(conv_relu())[1]
-    passes = [c for c in lowered(broadcast_epilogues())[1] if "apply" in c.spec.template]
-    calls = gemms + [bmm] + convs + passes  # t0..t3 gemm, t4 bmm, t5 depthwise, t6 grouped 1x1, t7 3x3, t8 t9
-    units, lines = [], []
-    for j, call in enumerate(calls):
-        src = source(call)
-        units.append(f"namespace t{j} {{\n{src[:src.index('AIT_KERNEL')]}\n}}\n")  # no launch: host only
-        lines.append(f"  const int64_t d{j}[] = {{{_static_dims(call)}}};")
-    # Why conv.specialization() is always Default: the pinned CK refuses its own 1x1 specialisation
-    # on a 1x1, stride-1, unpadded conv (t6's problem). A CK that fixes its check fails this line.
-    one = units[6].replace("ConvSpec::Default", "ConvSpec::Filter1x1Stride1Pad0")
-    one = one.replace("namespace t6", "namespace t10")
-    assert "Filter1x1Stride1Pad0" in one
-    units.append(one)
-    checks = [f"ACCEPTS(t{j}, d{j})" for j in range(len(calls))]
-    checks += ["ACCEPTS(t0, d1)", "ACCEPTS(t0, d2)", "ACCEPTS(t0, d3)", "ACCEPTS(t6, d5)", "ACCEPTS(t10, d6)"]
-    lines.append('  std::printf("' + " ".join(["%d"] * len(checks)) + '\\n", ' + ", ".join(checks) + ");")
-    path = tmp_path / "accept.hip"
-    headers = ["aitgen/ck_gemm.hpp", "aitgen/ck_conv.hpp", "aitgen/ck_elementwise.hpp", "cstdio", "cstring"]
-    path.write_text("".join(f"#include <{h}>\n" for h in headers) + "".join(units) + ACCEPT_MAIN % "\n".join(lines))
-    flags = [f for f in load_backend("rocm").compile_flags("gfx90a") if not f.startswith("--offload-arch")]
-    r = subprocess.run([cc, *flags, "--cuda-host-only", str(path), "-o", str(tmp_path / "accept")],
-                       capture_output=True, text=True, env=hip_env())
-    assert r.returncode == 0, r.stderr[-4000:]
-    out = subprocess.run([str(tmp_path / "accept")], capture_output=True, text=True, check=True).stdout.split()
-    assert out == ["1"] * len(calls) + ["0"] * 5
