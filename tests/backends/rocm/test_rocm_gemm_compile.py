@@ -27,6 +27,7 @@ from aitgen.compiler import compile_options
 from aitgen.errors import UnsupportedOpError
 from aitgen.ir.graph import Graph
 from aitgen.ir.op import OpKind
+from aitgen.ops.fused import split_operands
 from aitgen.passes import PIPELINE, run_pipeline
 
 from ck_helpers import _const, broadcast_epilogues, conv_relu, ffn, hip_env, hipcc, lowered, source
@@ -251,20 +252,20 @@ HOST_MAIN = """
 #include <cstdio>
 #include <vector>
 namespace {
-%s
+%(functor)s
 }
 int main(int argc, char** argv) {
   FILE* in = std::fopen(argv[1], "rb");
   long n = 0;
   if (std::fread(&n, sizeof n, 1, in) != 1) return 2;
-  std::vector<float> v(n * %d);
+  std::vector<float> v(n * %(args)d);
   if (std::fread(v.data(), sizeof(float), v.size(), in) != v.size()) return 3;
   std::vector<float> out(n);
   const ait::ck_ext::CdeOp<EpilogueFn> op{};
   for (long i = 0; i < n; ++i) {
-    const float* a = &v[i * %d];
-    ck::half_t e;
-    op(e, a[0]%s);
+    const float* a = &v[i * %(args)d];
+    %(t)s e;
+    op(e, a[0]%(ds)s);
     out[i] = ck::type_convert<float>(e);
   }
   FILE* o = std::fopen(argv[2], "wb");
@@ -275,20 +276,23 @@ int main(int argc, char** argv) {
 """
 
 
-def test_functor_through_ck_cde_op_matches_the_oracle(tmp_path):
-    """gelu(x W^T + b) + res: the kernel's epilogue (our functor inside CK's CDE call, D tensors in
-    fp16 storage) evaluated on the host by hipcc, fed the float32 accumulator, against the oracle
-    on the fused graph; rtol 1e-3 (fp16 storage, one rounding)."""
+@pytest.mark.parametrize("dt, tol", [("float16", 1e-3), ("float32", 1e-6)])
+def test_functor_through_ck_cde_op_matches_the_oracle(tmp_path, dt, tol):
+    """gelu(x W^T + b) + res: the kernel's epilogue (our functor inside CK's CDE call, the D tensors
+    and the result in `dt` storage) evaluated on the host by hipcc, fed the float32 accumulator,
+    against the oracle on the fused graph: rtol 1e-3 in fp16 storage (one rounding of the result;
+    the oracle also rounds its accumulator to fp16), 1e-6 in fp32 (the same BLAS product)."""
     cc = hipcc()
     m, k, n = 64, 256, 512
-    outs = ffn(m=ag.IntImm(m), k=k, n=n)
-    g, calls = lowered(outs)
-    (call,) = calls
-    functor = render("rocm/templates/gemm_ck_functor.inc.j2", functor=call.spec.param_dict()["functor"])
-    nd = len(call.spec.param_dict()["ds"])
-    ds = "".join(f", ck::type_convert<ck::half_t>(a[{j + 1}])" for j in range(nd))
+    g = run_pipeline(Graph.from_outputs(ffn(m=ag.IntImm(m), k=k, n=n, dt=dt)), compile_options(target="rocm"),
+                     list(PIPELINE))
+    gemm = next(op for op in g.ops if op.kind is OpKind.GEMM)
+    (_, w, bias), extras = split_operands(gemm.inputs, gemm.attrs)
+    fn = gemm_k.functor(gemm, True, extras)   # what gemm_kernel renders (fp32 operands have no CK instance)
+    t = "ck::half_t" if dt == "float16" else "float"
     src = tmp_path / "functor.hip"
-    src.write_text(HOST_MAIN % (functor, nd + 1, nd + 1, ds))
+    src.write_text(HOST_MAIN % dict(functor=render("rocm/templates/gemm_ck_functor.inc.j2", functor=fn), args=3, t=t,
+                                    ds=f", ck::type_convert<{t}>(a[1]), ck::type_convert<{t}>(a[2])"))
     exe = tmp_path / "functor"
     flags = [f for f in load_backend("rocm").compile_flags("gfx90a") if not f.startswith("--offload-arch")]
     r = subprocess.run([cc, *flags, "--cuda-host-only", str(src), "-o", str(exe)], capture_output=True, text=True,
@@ -296,16 +300,15 @@ def test_functor_through_ck_cde_op_matches_the_oracle(tmp_path):
     assert r.returncode == 0, r.stderr[-4000:]
 
     rng = np.random.default_rng(3)
-    x = (rng.standard_normal((m, k)) * 0.5).astype(np.float16)
-    res = (rng.standard_normal((m, n)) * 0.5).astype(np.float16)
+    x = (rng.standard_normal((m, k)) * 0.5).astype(dt)
+    res = (rng.standard_normal((m, n)) * 0.5).astype(dt)
     ref = ag.reference.run(g, {"x": x, "res": res})["y"].astype(np.float32)
-    gemm = next(op for op in g.ops if op.kind is OpKind.GEMM)
-    w, bias = (t.value for t in gemm.inputs[1:3])
-    acc = x.astype(np.float32) @ w.astype(np.float32).T
-    feed = np.stack([acc, np.broadcast_to(bias.astype(np.float32), (m, n)), res.astype(np.float32)], axis=-1)
+    acc = x.astype(np.float32) @ w.value.astype(np.float32).T
+    b32 = bias.value.astype(np.float32)
+    feed = np.stack([acc, np.broadcast_to(b32, (m, n)), res.astype(np.float32)], axis=-1)
     (tmp_path / "in.bin").write_bytes(np.int64(m * n).tobytes() + feed.astype(np.float32).tobytes())
     r = subprocess.run([str(exe), str(tmp_path / "in.bin"), str(tmp_path / "out.bin")], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     got = np.fromfile(tmp_path / "out.bin", np.float32).reshape(m, n)
-    np.testing.assert_allclose(got, ref, rtol=1e-3, atol=1e-3)
-    assert np.abs(got - (acc + bias.astype(np.float32))).max() > 0.1   # GELU and the residual did apply
+    np.testing.assert_allclose(got, ref, rtol=tol, atol=tol)
+    assert np.abs(got - (acc + b32)).max() > 0.1   # GELU and the residual did apply
