@@ -21,10 +21,11 @@ from ck_helpers import (_const, broadcast_epilogues, compile_ck, conv_relu, devi
 pytestmark = pytest.mark.rocm_compile
 
 
-@pytest.mark.parametrize("arch, dt", [("gfx90a", "float16"), ("gfx940", "bfloat16")])
+@pytest.mark.parametrize("arch, dt", [("gfx90a", "float16"), ("gfx940", "bfloat16"), ("gfx90a", "float32")])
 def test_gemm_bias_gelu_residual_compiles_to_mfma(tmp_path, arch, dt):
     _, (call,) = lowered(ffn(dt=dt), arch)
-    assert call.spec.param_dict()["ctype"] == ("ck::half_t" if dt == "float16" else "ck::bhalf_t")
+    ctype = {"float16": "ck::half_t", "bfloat16": "ck::bhalf_t", "float32": "float"}[dt]
+    assert call.spec.param_dict()["ctype"] == ctype
     obj = compile_ck(call, tmp_path, arch)
     assert call.spec.func in exported(obj)
     asm = device_asm(obj, arch, tmp_path)
@@ -32,7 +33,8 @@ def test_gemm_bias_gelu_residual_compiles_to_mfma(tmp_path, arch, dt):
     assert kernels and all("kernel_gemm_multiple_d_xdl_cshuffle" in k and "CdeOpIN" in k and "EpilogueFn" in k
                            for k in kernels)
     # bf16: CK's 1k MFMA (v_mfma_f32_32x32x8bf16_1k, spelt v_mfma_f32_32x32x8_bf16 on gfx940)
-    mfma = r"v_mfma_f32_32x32x8f16" if dt == "float16" else r"v_mfma_f32_32x32x8_?bf16"
+    mfma = {"float16": r"v_mfma_f32_32x32x8f16", "bfloat16": r"v_mfma_f32_32x32x8_?bf16",
+            "float32": r"v_mfma_f32_32x32x2f32"}[dt]
     assert len(re.findall(mfma, asm)) >= 16
     # The functor's arithmetic inside the kernel: GELU's -1/sqrt(2) (erfc argument) as a literal
     assert re.search(r"0xbf3504f3|0x3f3504f3", asm)
@@ -107,7 +109,8 @@ def test_ck_itself_accepts_what_the_templates_build(tmp_path):
     """CK's own IsSupportedArgument (host code; the device's name interposed as gfx90a) on the
     argument each template's make_argument builds from the call's real dims: every chosen
     instance accepts its problem (GEMMs whose K or N 16-byte vectors do not divide, a batched
-    BMM, a 3x3 conv, a 1x1 conv, depthwise and grouped convs, the epilogue passes). The controls show the check is
+    BMM, a 3x3 conv, a 1x1 conv, depthwise and grouped convs, the epilogue passes, float32 GEMM
+    and BMM). The controls show the check is
     live: the 8-wide GEMM instance is refused on those K / N and the grouped conv's 8-wide
     instance on the depthwise sizes."""
     cc = hipcc()
@@ -121,7 +124,11 @@ def test_ck_itself_accepts_what_the_templates_build(tmp_path):
     convs = lowered({"dw": ops.conv2d(x, _const((32, 3, 3, 1), rng), stride=2, padding=1, groups=32),
                      "gr": ops.conv2d(x, _const((64, 1, 1, 16), rng), groups=2)})[1] + lowered(conv_relu())[1]
     passes = [c for c in lowered(broadcast_epilogues())[1] if "apply" in c.spec.template]
-    calls = gemms + [bmm] + convs + passes  # t0..t3 gemm, t4 bmm, t5 depthwise, t6 grouped 1x1, t7 3x3, t8 t9
+    a32 = ag.Tensor([4, 64, 128], dtype="float32", name="p32")
+    b32 = ag.Tensor([4, 128, 64], dtype="float32", name="v32")
+    f32 = [lowered(ffn(m=ag.IntImm(64), dt="float32"))[1][0], lowered({"y": ops.bmm(a32, b32)})[1][0]]
+    # t0..t3 gemm, t4 bmm, t5 depthwise, t6 grouped 1x1, t7 3x3, t8 t9 passes, t10 t11 float32 gemm, bmm
+    calls = gemms + [bmm] + convs + passes + f32
     units, lines = [], []
     for j, call in enumerate(calls):
         src = source(call)
@@ -130,11 +137,11 @@ def test_ck_itself_accepts_what_the_templates_build(tmp_path):
     # Why conv.specialization() is always Default: the pinned CK refuses its own 1x1 specialisation
     # on a 1x1, stride-1, unpadded conv (t6's problem). A CK that fixes its check fails this line.
     one = units[6].replace("ConvSpec::Default", "ConvSpec::Filter1x1Stride1Pad0")
-    one = one.replace("namespace t6", "namespace t10")
+    one = one.replace("namespace t6", "namespace t99")
     assert "Filter1x1Stride1Pad0" in one
     units.append(one)
     checks = [f"ACCEPTS(t{j}, d{j})" for j in range(len(calls))]
-    checks += ["ACCEPTS(t0, d1)", "ACCEPTS(t0, d2)", "ACCEPTS(t0, d3)", "ACCEPTS(t6, d5)", "ACCEPTS(t10, d6)"]
+    checks += ["ACCEPTS(t0, d1)", "ACCEPTS(t0, d2)", "ACCEPTS(t0, d3)", "ACCEPTS(t6, d5)", "ACCEPTS(t99, d6)"]
     lines.append('  std::printf("' + " ".join(["%d"] * len(checks)) + '\\n", ' + ", ".join(checks) + ");")
     path = tmp_path / "accept.hip"
     headers = ["aitgen/ck_gemm.hpp", "aitgen/ck_conv.hpp", "aitgen/ck_elementwise.hpp", "cstdio", "cstring"]

@@ -134,6 +134,23 @@ def test_vector_widths_divide_k_and_n(k, n, va, vc):
     assert ck_accepts(inst, 64, n, k, True, True)
 
 
+def test_float32_takes_16_byte_vectors_of_4_and_k_tiles_of_16():
+    _, (call,) = lowered(ffn(m=ag.IntImm(64), dt="float32"))
+    p = call.spec.param_dict()
+    inst = p["inst"]
+    assert p["ctype"] == "float" and p["ds"] == ["float", "float"]
+    assert (inst["k"], inst["ak1"], inst["bk1"]) == (16, 4, 4)
+    assert (inst["a"]["src_vec"], inst["b"]["src_vec"], inst["cde"]["vec"]) == (4, 4, 4)
+    assert inst["a"]["cluster"] == [4, 16, 1] and inst["cde"]["cluster"] == [1, 8, 1, 8]
+    assert ck_accepts(inst, 64, 512, 256, True, True)
+    # M/N-contiguous float32 (a row-major B): K1 of one float, 4-wide slices along N
+    a = ag.Tensor([4, 64, 128], dtype="float32", name="p")
+    b = ag.Tensor([4, 128, 64], dtype="float32", name="v")
+    (bmm,) = lowered({"y": ops.bmm(a, b)})[1]
+    binst = bmm.spec.param_dict()["inst"]
+    assert (binst["bk1"], binst["b"]["vec_dim"], binst["b"]["src_vec"], binst["b"]["dst_vec"]) == (1, 1, 4, 1)
+
+
 def test_symbolic_sizes_take_the_vector_their_polynomial_allows():
     seq = ag.IntVar("seq", 1, 512)
     a = ag.Tensor([4, seq, 64], dtype="float16", name="q")
@@ -207,10 +224,10 @@ def test_refusals_name_the_op_and_the_reason():
     rng = np.random.default_rng(2)
     m = ag.IntImm(64)
     x = ag.Tensor([m, 256], dtype="float16", name="x")
-    xf = ag.Tensor([m, 256], dtype="float32", name="xf")
-    w = ag.constant(np.zeros((512, 256), np.float32))
-    with pytest.raises(UnsupportedOpError, match="float16 or bfloat16 operands"):
-        lowered({"y": ops.linear(xf, w)})
+    xd = ag.Tensor([m, 256], dtype="float64", name="xd")
+    w = ag.Tensor([512, 256], dtype="float64", name="wd")
+    with pytest.raises(UnsupportedOpError, match="float16, bfloat16 or float32 operands"):
+        lowered({"y": ops.linear(xd, w)})
     huge = ag.IntVar("rows", 1, 2**31)
     with pytest.raises(UnsupportedOpError, match="int32"):
         lowered(ffn(m=huge))

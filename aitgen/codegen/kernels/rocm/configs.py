@@ -28,8 +28,7 @@ from ....ir.dims import Dim, gcd_static
 
 WAVE = 64          # CDNA wavefront
 XDL = 32           # MPerXDL = NPerXDL: the 32x32 MFMA (v_mfma_f32_32x32x8f16)
-K_PER_BLOCK = 32   # every tile of the table; 8-wide K vectors need K0 = 4
-MAX_VEC = 8        # 16 bytes of fp16/bf16: CK's widest global load in these transfers
+VECTOR_BYTES = 16  # CK's widest global load in these transfers: 8 fp16/bf16, 4 fp32
 
 # Compute units per arch: the heuristic wants at least this many tiles per launch (MI210/MI250X
 # GCD: 104/110; MI300A (gfx940 class): 228).
@@ -64,9 +63,9 @@ for _t in TILES:
     _t.check()
 
 
-def vector_width(*extents: Dim) -> int:
-    """Widest vector (elements, at most MAX_VEC) that divides every extent for all its values."""
-    w = MAX_VEC
+def vector_width(*extents: Dim, itemsize: int = 2) -> int:
+    """Widest vector (elements, at most 16 bytes) that divides every extent for all its values."""
+    w = VECTOR_BYTES // itemsize
     for e in extents:
         g = e.value if e.is_static else gcd_static(e)
         while w > 1 and (g == 0 or g % w):
@@ -74,24 +73,31 @@ def vector_width(*extents: Dim) -> int:
     return w
 
 
-def transfer(tile: Tile, k_contiguous: bool, along_m: bool, vec: int) -> dict:
+def k_per_block(itemsize: int) -> int:
+    """Four 16-byte K vectors per row of the tile: 32 for 16-bit types, 16 for float32."""
+    return 4 * VECTOR_BYTES // itemsize
+
+
+def transfer(tile: Tile, k_contiguous: bool, along_m: bool, vec: int, itemsize: int = 2) -> dict:
     """CK's block-transfer numbers for the A (along_m) or B operand: thread cluster over (K0, M|N,
     K1), its orders, the source vector dim and widths, the LDS padding.
 
-    K-contiguous (A row-major, B column-major): K1 = 8, vectors along K (dim 2), as CK's mk/nk
-    instances. M/N-contiguous: K1 = 2, vectors along M|N (dim 1), each thread a 4-wide M|N slice
-    (CK's km/kn instances); the width must divide that slice."""
+    K-contiguous (A row-major, B column-major): K1 = one 16-byte vector (8 halves, 4 floats),
+    vectors along K (dim 2), as CK's mk/nk instances. M/N-contiguous: K1 = 4 bytes (2 halves, 1
+    float), vectors along M|N (dim 1), each thread a 4-wide M|N slice (CK's km/kn instances); the
+    width must divide that slice. Either way K0 (4, resp. 16) is the same for every dtype, so the
+    thread clusters are too."""
     mn = tile.m if along_m else tile.n
     if k_contiguous:
-        k1 = 8
-        k0 = K_PER_BLOCK // k1
+        k1 = VECTOR_BYTES // itemsize
+        k0 = k_per_block(itemsize) // k1
         cluster = (k0, tile.block // k0, 1)
         if mn % cluster[1]:
             raise ValueError(f"tile {tile.name}: {cluster[1]} threads do not divide {mn}")
         return dict(k1=k1, cluster=list(cluster), order=[1, 0, 2], src_order=[1, 0, 2], vec_dim=2,
                     src_vec=vec, dst_vec=k1, lds_extra=1)
-    k1 = 2
-    k0 = K_PER_BLOCK // k1
+    k1 = 4 // itemsize
+    k0 = k_per_block(itemsize) // k1
     slice_mn = 4
     threads_mn = mn // slice_mn
     threads_k = tile.block // threads_mn
@@ -114,13 +120,14 @@ def cde_transfer(tile: Tile, vec: int) -> dict:
     return dict(shuffle=[1, 1], cluster=[1, threads_m, 1, threads_n], vec=vec)
 
 
-def instance(tile: Tile, a_k_contiguous: bool, b_k_contiguous: bool, vec_a: int, vec_b: int, vec_c: int) -> dict:
+def instance(tile: Tile, a_k_contiguous: bool, b_k_contiguous: bool, vec_a: int, vec_b: int, vec_c: int,
+             itemsize: int = 2) -> dict:
     """Every number of one DeviceGemmMultipleD_Xdl_CShuffle-family instance (the `inst` param of
-    the templates)."""
-    a = transfer(tile, a_k_contiguous, True, vec_a)
-    b = transfer(tile, b_k_contiguous, False, vec_b)
+    the templates); `itemsize`: A's and B's."""
+    a = transfer(tile, a_k_contiguous, True, vec_a, itemsize)
+    b = transfer(tile, b_k_contiguous, False, vec_b, itemsize)
     return dict(name=f"{tile.name} va{a['src_vec']} vb{b['src_vec']} vc{vec_c}", block=tile.block, m=tile.m,
-                n=tile.n, k=K_PER_BLOCK, ak1=a["k1"], bk1=b["k1"], xdl=XDL, mxdl=tile.mxdl, nxdl=tile.nxdl,
+                n=tile.n, k=k_per_block(itemsize), ak1=a["k1"], bk1=b["k1"], xdl=XDL, mxdl=tile.mxdl, nxdl=tile.nxdl,
                 a=a, b=b, cde=cde_transfer(tile, vec_c))
 
 
@@ -130,7 +137,7 @@ def tiles_of(tile: Tile, m: Dim, n: Dim, batch: Dim) -> int:
 
 
 def choose(arch: str, m: Dim, n: Dim, batch: Dim, a_k_contiguous: bool, b_k_contiguous: bool,
-           vec_a: int, vec_b: int, vec_c: int, what: str) -> dict:
+           vec_a: int, vec_b: int, vec_c: int, what: str, itemsize: int = 2) -> dict:
     """The instance for one problem: the largest tile that still gives every CU a workgroup at the
     problem's largest sizes (a dynamic M is sized for its upper bound: the batch a server is
     built for), else the smallest; tiles whose transfers cannot take the vector widths are skipped."""
@@ -141,7 +148,7 @@ def choose(arch: str, m: Dim, n: Dim, batch: Dim, a_k_contiguous: bool, b_k_cont
     chosen: Optional[dict] = None
     for tile in TILES:
         try:
-            inst = instance(tile, a_k_contiguous, b_k_contiguous, vec_a, vec_b, vec_c)
+            inst = instance(tile, a_k_contiguous, b_k_contiguous, vec_a, vec_b, vec_c, itemsize)
         except ValueError:
             continue
         fitting.append(inst)

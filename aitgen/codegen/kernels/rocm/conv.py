@@ -57,7 +57,7 @@ def conv_kernel(op: Op, arch: str) -> tuple[dict, list, list, Optional[tuple]]:
         raise UnsupportedOpError(f"{what}: operands read through strided views have no ROCm conv kernel")
     if x.dtype not in AB_DTYPES or w.dtype != x.dtype or out.dtype not in CK_TYPE:
         raise UnsupportedOpError(f"{what}: operands {x.dtype}/{w.dtype} -> {out.dtype} have no ROCm (CK) kernel; "
-                                 "it takes float16 or bfloat16 operands")
+                                 "it takes float16, bfloat16 or float32 operands")
     n, h, wd, c = x.shape
     k, r, s, cg = w.shape
     _, p, q, _ = out.shape
@@ -70,9 +70,9 @@ def conv_kernel(op: Op, arch: str) -> tuple[dict, list, list, Optional[tuple]]:
             result=(n * p * q * k, out.dtype.itemsize)), cg)
     plan = epilogue_plan(op, out, bias, extras, (), (0, 1, 2))
     ds = plan.ds
-    vec_ab = ck.vector_width(cg)
-    vec_c = ck.vector_width(IntImm(kg))
-    inst = ck.choose(arch, n * p * q, IntImm(kg), IntImm(g), True, True, vec_ab, vec_ab, vec_c, what)
+    vec_ab = ck.vector_width(cg, itemsize=isz)
+    vec_c = ck.vector_width(IntImm(kg), itemsize=max(t.dtype.itemsize for t in [out, *[d.tensor for d in ds]]))
+    inst = ck.choose(arch, n * p * q, IntImm(kg), IntImm(g), True, True, vec_ab, vec_ab, vec_c, what, itemsize=isz)
     params = dict(op_label="conv2d", ctype=CK_TYPE[x.dtype], out_ctype=CK_TYPE[out.dtype],
                   spec=specialization(op), inst=inst, functor=plan.functor,
                   ds=[dict(ctype=CK_TYPE[d.tensor.dtype], row=d.stride_m == IntImm(0)) for d in ds])

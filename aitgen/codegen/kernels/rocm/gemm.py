@@ -41,9 +41,8 @@ from ..common.expr import expr_cpp
 from . import configs as ck
 
 CK_TYPE = {DType.float16: "ck::half_t", DType.bfloat16: "ck::bhalf_t", DType.float32: "float"}
-# The 16-bit XDL MFMA paths (v_mfma_f32_32x32x8f16, v_mfma_f32_32x32x8bf16_1k); float32 A/B would
-# need other K1 and vector numbers in the table (CK's xdl fp32 instances), not written yet.
-AB_DTYPES = (DType.float16, DType.bfloat16)
+# The XDL MFMA paths: v_mfma_f32_32x32x8f16, v_mfma_f32_32x32x8bf16_1k, v_mfma_f32_32x32x2f32.
+AB_DTYPES = (DType.float16, DType.bfloat16, DType.float32)
 INT32_MAX = 2**31 - 1          # CK's index_t
 
 
@@ -133,7 +132,7 @@ def apply_kernel(op: Op, out: Tensor, extras: Sequence[Tensor]) -> tuple[dict, l
     size = prod(shape)
     if size.upper > INT32_MAX:
         raise UnsupportedOpError(f"{what}: the result can hold {size.upper} elements, past CK's int32 index_t")
-    vec = ck.vector_width(shape[-1])
+    vec = ck.vector_width(shape[-1], itemsize=max(t.dtype.itemsize for t in [out, *extras]))
     strides = [broadcast_strides(tuple(shape), tuple(shape))] + [broadcast_strides(tuple(t.shape), tuple(shape))
                                                                   for t in extras]
     in_vecs = [vec if st[-1] == IntImm(1) else 1 for st in strides]
@@ -246,17 +245,20 @@ def gemm_kernel(g: GemmProblem, arch: str) -> tuple[dict, list, list, Optional[t
     what = f"{op.kind.value} '{op.name}'"
     if g.a.dtype not in AB_DTYPES or g.b.dtype != g.a.dtype or out.dtype not in CK_TYPE:
         raise UnsupportedOpError(f"{what}: operands {g.a.dtype}/{g.b.dtype} -> {out.dtype} have no ROCm (CK) "
-                                 "kernel; it takes float16 or bfloat16 operands")
+                                 "kernel; it takes float16, bfloat16 or float32 operands")
     _limits(what, dict(M=g.m, N=g.n, K=g.k, batch=g.l), dict(A=(g.m * g.k, g.a.dtype.itemsize),
             B=(g.k * g.n, g.b.dtype.itemsize), result=(g.m * g.n, out.dtype.itemsize)), g.k)
     plan = epilogue_plan(op, out, g.bias, g.extras, g.l_axes, g.m_axes)
     ds = plan.ds
     # Vector widths: each must divide the size CK checks and the stride the vectors run across.
-    vec_a = ck.vector_width(g.m) if g.a_col else ck.vector_width(g.k)
-    vec_b = ck.vector_width(g.n) if not g.b_col else ck.vector_width(g.k)
-    vec_c = ck.vector_width(g.n, *[d.stride_m for d in ds if d.stride_m != IntImm(0)])
+    isz = g.a.dtype.itemsize
+    vec_a = ck.vector_width(g.m if g.a_col else g.k, itemsize=isz)
+    vec_b = ck.vector_width(g.k if g.b_col else g.n, itemsize=isz)
+    # the C-shuffle writes the result and reads every D with one width: the widest element bounds it
+    vec_c = ck.vector_width(g.n, *[d.stride_m for d in ds if d.stride_m != IntImm(0)],
+                            itemsize=max(t.dtype.itemsize for t in [out, *[d.tensor for d in ds]]))
     batched = g.l != IntImm(1)
-    inst = ck.choose(arch, g.m, g.n, g.l, not g.a_col, g.b_col, vec_a, vec_b, vec_c, what)
+    inst = ck.choose(arch, g.m, g.n, g.l, not g.a_col, g.b_col, vec_a, vec_b, vec_c, what, itemsize=isz)
     params = dict(op_label=f"{op.kind.value} {g.layouts}", batched=batched, ctype=CK_TYPE[g.a.dtype],
                   out_ctype=CK_TYPE[out.dtype], layout_a="Col" if g.a_col else "Row",
                   layout_b="Col" if g.b_col else "Row", ds=[CK_TYPE[d.tensor.dtype] for d in ds],
