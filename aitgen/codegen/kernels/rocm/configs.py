@@ -14,8 +14,11 @@ result and the D tensors. vector_width() picks the widest width that divides the
 build time (a symbolic size: the constant factor of its polynomial), so CK's check holds for
 every size the model can bind; a problem no width fits is impossible (width 1 always divides).
 
-The profiler (sqlite cache, shape buckets) needs a GPU to time candidates; it is not wired for
-ROCm: choose() is the deterministic heuristic the CUDA profiler falls back on without a cache.
+The profiler (sqlite cache, shape buckets) is not wired for ROCm: timing candidates needs an AMD
+GPU, and none is lent. choose() is a deterministic heuristic. Wiring it would mean: TILES as the
+candidate list of a select.Problem, a CK profiler entry per TU as the CUDA templates have
+(`<func>_profile(cfg, p, d)`, one instance per candidate: each ~45 s of hipcc), and the CK pin in
+the cache key.
 """
 from __future__ import annotations
 
@@ -27,7 +30,7 @@ from ....errors import UnsupportedOpError
 from ....ir.dims import Dim, gcd_static
 
 WAVE = 64          # CDNA wavefront
-XDL = 32           # MPerXDL = NPerXDL: the 32x32 MFMA (v_mfma_f32_32x32x8f16)
+XDL = 32           # MPerXDL = NPerXDL: the 32x32 MFMAs (v_mfma_f32_32x32x8f16, x8bf16_1k, x2f32)
 VECTOR_BYTES = 16  # CK's widest global load in these transfers: 8 fp16/bf16, 4 fp32
 
 # Compute units per arch: the heuristic wants at least this many tiles per launch (MI210/MI250X
