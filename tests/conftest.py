@@ -49,7 +49,8 @@ def golden(request):
 def pytest_collection_modifyitems(config, items):
     """Tests marked slow (full-size models through the oracle) run with -m slow or AITGEN_RUN_SLOW=1;
     tests marked cuda_compile (nvcc builds of zoo models, minutes) with -m cuda_compile or
-    AITGEN_RUN_CUDA_COMPILE=1. Each is its own CI step. mock_census (the op catalogue built for
+    AITGEN_RUN_CUDA_COMPILE=1; rocm_compile (hipcc builds beyond the default tier's few) with -m
+    rocm_compile or AITGEN_RUN_ROCM_COMPILE=1. Each is its own CI step. mock_census (the op catalogue built for
     every dtype and arch and run on the mock device, an hour of nvcc on 2 cores) runs with
     -m mock_census or AITGEN_RUN_MOCK_CENSUS=1, by hand.
 
@@ -62,6 +63,7 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.cuda_compile)
     markexpr = config.getoption("markexpr") or ""
     for marker, env in (("slow", "AITGEN_RUN_SLOW"), ("cuda_compile", "AITGEN_RUN_CUDA_COMPILE"),
+                        ("rocm_compile", "AITGEN_RUN_ROCM_COMPILE"),
                         ("mock_census", "AITGEN_RUN_MOCK_CENSUS")):
         if marker in markexpr or os.environ.get(env) == "1":
             continue

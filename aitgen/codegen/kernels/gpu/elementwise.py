@@ -1,11 +1,11 @@
-"""CUDA element-wise ops and fused element-wise groups -> one kernel each
-(backends/cuda/templates/elementwise.cu.j2).
+"""GPU (CUDA and ROCm, one source: gpu/dialect.py) element-wise ops and fused element-wise groups -> one kernel each
+(backends/gpu/templates/elementwise.cu.j2).
 
 The math is the CPU's: expr_cpp renders the expression once, as __host__ __device__ functions
-(qualifier AIT_HD; the ait:: functions they call are in cuda_math.cuh). The access pattern is the
+(qualifier AIT_HD; the ait:: functions they call are in gpu_math.h). The access pattern is the
 CPU's too: access_plan merges the output's dims that every operand reads alike, so each operand is
 read at the output's index ("full"), as one value ("scalar"), or through outer strides with a dense
-or broadcast innermost dim ("strided"). Only the skeleton is CUDA's: grid-stride loops, and packs
+or broadcast innermost dim ("strided"). Only the skeleton is the GPU's: grid-stride loops, and packs
 of V elements (128-bit accesses for the widest operand) where the innermost run and every packed
 pointer allow it, checked by the kernel's host code; a scalar variant serves the rest.
 """
@@ -22,6 +22,7 @@ from ....ops.registry import Category, get_opdef, registered_kinds
 from ...cexpr import COMPUTE, STORAGE, load, store
 from ...lower import LowerContext, lowering
 from ...spec import KernelCall, KernelSpec
+from .dialect import BACKENDS, dialect, template
 from ..common.access import access_plan
 from ..common.expr import expr_cpp
 
@@ -69,12 +70,12 @@ def _pair(expr, in_dtypes, out_dtypes) -> Optional[dict]:
     return {"type": pair, "splat": splat, "expr": PAIR_EXPR[expr.nodes[0].kind]}
 
 
-def lower_expr_cuda(expr, outs, ins, ctx: LowerContext, label: str) -> list[KernelCall]:
+def lower_expr_gpu(expr, outs, ins, ctx: LowerContext, label: str) -> list[KernelCall]:
     """One kernel evaluating `expr` over `ins` into `outs` (all of the outputs' shape)."""
     # Writes at a concat's strides (the memory plan) come only to lowerings that declare the
     # "strided_output" feature; these write dense results.
     if any(o in getattr(ctx.plan, "strided_writes", {}) for o in outs):
-        raise UnsupportedOpError(f"{label}: the memory plan asks for a strided result, which the CUDA "
+        raise UnsupportedOpError(f"{label}: the memory plan asks for a strided result, which the GPU "
                                  "element-wise kernel does not write")
     out_shape = tuple(outs[0].shape)
     in_dtypes = [t.dtype for t in ins]
@@ -108,12 +109,12 @@ def lower_expr_cuda(expr, outs, ins, ctx: LowerContext, label: str) -> list[Kern
         assert slot_dtypes[slot] == o.dtype, f"{label}: output dtype {o.dtype} vs expression {slot_dtypes[slot]}"
         stores.append({"t": STORAGE[o.dtype], "value": store(o.dtype, f"s{slot}")})
         aligned.append({"index": k, "bytes": o.dtype.itemsize * vec})
-    spec = KernelSpec.make(ctx.template("elementwise.cu.j2"), text=str(expr), functions=cpp["functions"],
+    spec = KernelSpec.make(template("elementwise.cu.j2"), text=str(expr), functions=cpp["functions"],
                            statements=cpp["statements"], args=args, outs=stores, mode=mode,
                            rank=len(dims) if mode == "strided" else 1, nstrided=nstrided, vec=vec,
                            check_run=vec > 1 and whole is None, tail=mode == "flat" and vec > 1 and whole is not True,
                            aligned=aligned if vec > 1 else [],
-                           pair=_pair(expr, in_dtypes, [o.dtype for o in outs]) if vec > 1 else None,
+                           pair=_pair(expr, in_dtypes, [o.dtype for o in outs]) if vec > 1 and dialect(ctx).pair_math else None,
                            index_types=index_types(*[prod(t.shape) for t in [*outs, *ins]]),
                            threads=THREADS, per_sm=BLOCKS_PER_SM)
     if mode == "flat":
@@ -122,17 +123,17 @@ def lower_expr_cuda(expr, outs, ins, ctx: LowerContext, label: str) -> list[Kern
     return [KernelCall(spec, [*outs, *ins], call_dims, label)]
 
 
-@lowering("cuda", *[k for k in registered_kinds() if get_opdef(k).category is Category.ELEMENTWISE
+@lowering(BACKENDS, *[k for k in registered_kinds() if get_opdef(k).category is Category.ELEMENTWISE
                     and k is not OpKind.FUSED_ELEMENTWISE])
 def lower_elementwise(op: Op, ctx: LowerContext) -> list[KernelCall]:
-    return lower_expr_cuda(single_op_expr(op), op.outputs, op.inputs, ctx, op.name or op.kind.value)
+    return lower_expr_gpu(single_op_expr(op), op.outputs, op.inputs, ctx, op.name or op.kind.value)
 
 
-@lowering("cuda", OpKind.FUSED_ELEMENTWISE)
+@lowering(BACKENDS, OpKind.FUSED_ELEMENTWISE)
 def lower_fused_elementwise(op: Op, ctx: LowerContext) -> list[KernelCall]:
     # Operand views (strided windows of other tensors) are a form only backends that declare the
     # "operand_views" feature get (Capabilities.operand_views); this one does not, so none should arrive.
     if getattr(op.attrs, "operand_views", None):
-        raise UnsupportedOpError(f"fused element-wise op '{op.name}' reads operand views, which the CUDA kernel "
+        raise UnsupportedOpError(f"fused element-wise op '{op.name}' reads operand views, which the GPU kernel "
                                  "does not render")
-    return lower_expr_cuda(op.attrs.expr, op.outputs, op.inputs, ctx, op.name or op.kind.value)
+    return lower_expr_gpu(op.attrs.expr, op.outputs, op.inputs, ctx, op.name or op.kind.value)

@@ -1,6 +1,6 @@
-"""CUDA softmax -> one kernel (backends/cuda/templates/softmax.cu.j2), viewed as the CPU lowering
+"""GPU (CUDA and ROCm, one source: gpu/dialect.py) softmax -> one kernel (backends/gpu/templates/softmax.cu.j2), viewed as the CPU lowering
 views it: [outer, axis, inner]. Along the last axis (inner == 1) rows are read through the op's
-prologue like the row norms (cuda/norm.py row_params / row_geometry): a warp or a block per row,
+prologue like the row norms (gpu/norm.py row_params / row_geometry): a warp or a block per row,
 the row in registers between its maximum, its sum of exponentials and the output; rows longer
 than a block holds are read twice, the first time with an online maximum and rescaled sum. With
 inner > 1 a thread walks each column of the axis (adjacent threads, adjacent columns). Numerically
@@ -14,10 +14,11 @@ from ....ops.prologue import split_prologue
 from ...cexpr import STORAGE
 from ...lower import LowerContext, lowering
 from ...spec import KernelCall, KernelSpec
+from .dialect import BACKENDS, dialect, template
 from .norm import row_geometry, row_params
 
 
-@lowering("cuda", OpKind.SOFTMAX)
+@lowering(BACKENDS, OpKind.SOFTMAX)
 def lower_softmax(op: Op, ctx: LowerContext) -> list[KernelCall]:
     own, extras = split_prologue(op.inputs, op.attrs)
     x, out = own[0], op.outputs[0]
@@ -28,7 +29,7 @@ def lower_softmax(op: Op, ctx: LowerContext) -> list[KernelCall]:
         outer, n, inner = prod(x.shape[:a]), x.shape[a], prod(x.shape[a + 1:])
     last = inner == 1
     row, pro_dims, packed = row_params(op, x, extras, 1)  # a prologue implies the last axis
-    geo = row_geometry(n, packed + [out.dtype])
-    spec = KernelSpec.make(ctx.template("softmax.cu.j2"), mode="last" if last else "strided", t=STORAGE[out.dtype],
+    geo = row_geometry(n, packed + [out.dtype], dialect(ctx).warp)
+    spec = KernelSpec.make(template("softmax.cu.j2"), mode="last" if last else "strided", t=STORAGE[out.dtype],
                            row=row, first_extra=2, **geo)
     return [KernelCall(spec, [out, *op.inputs], [outer, n, inner, *pro_dims], op.name or op.kind.value)]

@@ -1,13 +1,13 @@
-// Reductions and launch geometry of the CUDA kernels: warp-shuffle and block reductions of sums,
+// Reductions and launch geometry of the GPU kernels (CUDA and HIP): warp-shuffle and block reductions of sums,
 // extrema and Welford states (float32 accumulation), NaN-propagating max/min, and grid sizes for
 // grid-stride loops.
-#ifndef AITGEN_CUDA_REDUCE_CUH_
-#define AITGEN_CUDA_REDUCE_CUH_
+#ifndef AITGEN_GPU_REDUCE_H_
+#define AITGEN_GPU_REDUCE_H_
 
 #include <cstdint>
 #include <limits>
 
-#include "aitgen/cuda_kernel.cuh"
+#include "aitgen/gpu_kernel.h"
 
 namespace ait {
 
@@ -76,42 +76,46 @@ struct WelfordOp {
   AIT_HD Welford operator()(const Welford& a, const Welford& b) const { return combine(a, b); }
 };
 
-namespace cuda {
+namespace gpu {
 
-// Butterfly over the `width` lanes of each aligned lane group (width a power of two <= 32): every
-// lane ends with the group's result.
-template <int width = 32, typename A, typename Op>
+// Butterfly over the `width` lanes of each aligned lane group (width a power of two <= the warp
+// size, 32 on NVIDIA, 64 on CDNA): every lane ends with the group's result.
+template <int width = kWarpSize, typename A, typename Op>
 __device__ __forceinline__ A warp_reduce(A v, Op op) {
+  static_assert(width <= kWarpSize && (width & (width - 1)) == 0, "a lane group is a power of two within a warp");
 #pragma unroll
-  for (int m = width / 2; m > 0; m /= 2) v = op(v, __shfl_xor_sync(0xffffffffu, v, m, width));
+  for (int m = width / 2; m > 0; m /= 2) v = op(v, shfl_xor(v, m, width));
   return v;
 }
-template <int width = 32, typename Op>
+template <int width = kWarpSize, typename Op>
 __device__ __forceinline__ Welford warp_reduce(Welford v, Op op) {
+  static_assert(width <= kWarpSize && (width & (width - 1)) == 0, "a lane group is a power of two within a warp");
 #pragma unroll
   for (int m = width / 2; m > 0; m /= 2) {
     Welford o;
-    o.n = __shfl_xor_sync(0xffffffffu, v.n, m, width);
-    o.mean = __shfl_xor_sync(0xffffffffu, v.mean, m, width);
-    o.m2 = __shfl_xor_sync(0xffffffffu, v.m2, m, width);
+    o.n = shfl_xor(v.n, m, width);
+    o.mean = shfl_xor(v.mean, m, width);
+    o.m2 = shfl_xor(v.m2, m, width);
     v = op(v, o);
   }
   return v;
 }
 
-// Reduction over the whole block (blockDim.x a multiple of 32, at most 1024): warps reduce, warp
-// leaders meet in shared memory, the first warp reduces those; every thread gets the result.
-// `identity` pads the first warp's missing lanes. Two barriers; safe to call repeatedly.
+// Reduction over the whole block (blockDim.x a multiple of the warp size, at most 1024): warps
+// reduce, warp leaders meet in shared memory, the first warp reduces those (1024 / kWarpSize of
+// them, never more than its lanes); every thread gets the result. `identity` pads the first warp's
+// missing lanes. Two barriers; safe to call repeatedly.
 template <typename A, typename Op>
 __device__ __forceinline__ A block_reduce(A v, Op op, A identity) {
-  __shared__ A part[32];
+  static_assert(1024 / kWarpSize <= kWarpSize, "one warp reduces the warps' partials");
+  __shared__ A part[1024 / kWarpSize];
   __shared__ A result;
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
   v = warp_reduce(v, op);
   if (lane == 0) part[warp] = v;
   __syncthreads();
   if (warp == 0) {
-    A w = lane < static_cast<int>(blockDim.x / 32) ? part[lane] : identity;
+    A w = lane < static_cast<int>(blockDim.x / kWarpSize) ? part[lane] : identity;
     w = warp_reduce(w, op);
     if (lane == 0) result = w;
   }
@@ -119,11 +123,11 @@ __device__ __forceinline__ A block_reduce(A v, Op op, A identity) {
   return result;
 }
 
-// Reduction over the TPR threads that share a row: aligned lanes of a warp (TPR <= 32, a power of
-// two: shuffles only, no barrier) or the whole block (TPR == blockDim.x).
+// Reduction over the TPR threads that share a row: aligned lanes of a warp (TPR <= kWarpSize, a
+// power of two: shuffles only, no barrier) or the whole block (TPR == blockDim.x).
 template <int TPR, typename A, typename Op>
 __device__ __forceinline__ A group_reduce(A v, Op op, A identity) {
-  if constexpr (TPR <= 32) {
+  if constexpr (TPR <= kWarpSize) {
     return warp_reduce<TPR>(v, op);
   } else {
     return block_reduce(v, op, identity);
@@ -143,7 +147,7 @@ inline unsigned grid_blocks(int64_t work, int threads, int per_sm) {
 // every index it forms, including a grid-stride step past the end, stays below 2^31.
 inline bool fits_int32(int64_t n, int64_t step) { return n + step < (int64_t{1} << 31); }
 
-}  // namespace cuda
+}  // namespace gpu
 }  // namespace ait
 
-#endif  // AITGEN_CUDA_REDUCE_CUH_
+#endif  // AITGEN_GPU_REDUCE_H_

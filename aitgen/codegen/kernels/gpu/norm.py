@@ -1,11 +1,11 @@
-"""CUDA norms -> one kernel each: layernorm / rmsnorm over rows with their prologue (residual add
-and the like, evaluated as the row is read) in backends/cuda/templates/norm_rows.cu.j2, batchnorm
+"""GPU (CUDA and ROCm, one source: gpu/dialect.py) norms -> one kernel each: layernorm / rmsnorm over rows with their prologue (residual add
+and the like, evaluated as the row is read) in backends/gpu/templates/norm_rows.cu.j2, batchnorm
 (norm_batch.cu.j2), groupnorm (norm_group.cu.j2). The views and dims are the CPU lowering's
 (codegen/kernels/cpu/norm.py): [rows, n] for row norms, [rows, C] for batchnorm, [N, S, C] for
 groupnorm, and the prologue's params and dims come from common/prologue.py prologue_params.
 
 Row kernels keep a row in registers between its statistics and its output, so memory is read
-once: a warp per row up to WARP_ROW_MAX elements, a block of ROW_BLOCK threads up to
+once: a warp per row up to warp_row_max(warp) elements, a block of ROW_BLOCK threads up to
 BLOCK_ROW_MAX, and a block that reads the row twice beyond that. Which of them a kernel holds
 follows from the bounds of n; the host code picks by the bound size.
 """
@@ -21,10 +21,11 @@ from ....ops.prologue import split_prologue
 from ...cexpr import COMPUTE, STORAGE, load
 from ...lower import LowerContext, lowering
 from ...spec import KernelCall, KernelSpec
+from .dialect import BACKENDS, dialect, template
 from ..common.expr import c_float
 from ..common.prologue import prologue_params
 from .elementwise import BLOCKS_PER_SM, THREADS, pack_elems, static_multiple
-from .reduce import BLOCK_PER_SM, ROW_BLOCK, WARP_ROW_MAX, warp_lanes
+from .reduce import BLOCK_PER_SM, ROW_BLOCK, warp_lanes, warp_row_max
 
 BLOCK_ROW_MAX = 8192   # 16 values per thread of a 512-thread block in registers
 GROUP_BLOCK = 512      # groupnorm: threads per (sample, group)
@@ -44,61 +45,62 @@ def row_params(op: Op, x: Tensor, extras: list[Tensor], row_dims: int) -> tuple[
     return row, pro_dims, packed
 
 
-def row_geometry(n: Dim, dtypes: list[DType]) -> dict:
-    """Pack width and the row kernels a row length needs (template params)."""
+def row_geometry(n: Dim, dtypes: list[DType], warp: int) -> dict:
+    """Pack width and the row kernels a row length needs (template params), for a warp size."""
+    row_max = warp_row_max(warp)
     vec = pack_elems(dtypes)
     if static_multiple(n, vec) is False:
         vec = 1
     variants = []
-    if n.lower <= WARP_ROW_MAX:
+    if n.lower <= row_max:
         variants.append("warp")
-    if n.upper > WARP_ROW_MAX and n.lower <= BLOCK_ROW_MAX:
+    if n.upper > row_max and n.lower <= BLOCK_ROW_MAX:
         variants.append("block")
     if n.upper > BLOCK_ROW_MAX:
         variants.append("stream")
 
     def items(cap: int, threads: int) -> int:  # values per thread, a multiple of vec
         return vec * ceil(min(n.upper, cap) / (threads * vec))
-    tpr = warp_lanes(min(n.upper, WARP_ROW_MAX), vec)
-    return dict(vec=vec, variants=variants, warp_max=WARP_ROW_MAX, block_max=BLOCK_ROW_MAX, warp_tpr=tpr,
-                warp_items=items(WARP_ROW_MAX, tpr), block_items=items(BLOCK_ROW_MAX, ROW_BLOCK), block=ROW_BLOCK,
-                threads=THREADS, per_sm=BLOCKS_PER_SM, block_per_sm=BLOCK_PER_SM)
+    tpr = warp_lanes(min(n.upper, row_max), vec, warp)
+    return dict(vec=vec, variants=variants, warp_max=row_max, block_max=BLOCK_ROW_MAX, warp_tpr=tpr,
+                warp_items=items(row_max, tpr), block_items=items(BLOCK_ROW_MAX, ROW_BLOCK), block=ROW_BLOCK,
+                threads=THREADS, per_sm=BLOCKS_PER_SM, block_per_sm=BLOCK_PER_SM, warp=warp)
 
 
 def _label(op: Op) -> str:
     return op.name or op.kind.value
 
 
-@lowering("cuda", OpKind.LAYERNORM, OpKind.RMSNORM)
+@lowering(BACKENDS, OpKind.LAYERNORM, OpKind.RMSNORM)
 def lower_rownorm(op: Op, ctx: LowerContext) -> list[KernelCall]:
     own, extras = split_prologue(op.inputs, op.attrs)
     x, out = own[0], op.outputs[0]
     k = op.attrs.num_axes
     rows, n = prod(x.shape[:-k]), prod(x.shape[-k:])
     row, pro_dims, packed = row_params(op, x, extras, k)
-    geo = row_geometry(n, packed + [out.dtype] + [t.dtype for t in own[1:]])
-    spec = KernelSpec.make(ctx.template("norm_rows.cu.j2"), mode="layer" if op.kind is OpKind.LAYERNORM else "rms",
+    geo = row_geometry(n, packed + [out.dtype] + [t.dtype for t in own[1:]], dialect(ctx).warp)
+    spec = KernelSpec.make(template("norm_rows.cu.j2"), mode="layer" if op.kind is OpKind.LAYERNORM else "rms",
                            t=STORAGE[out.dtype], has_weight=len(own) > 1, has_bias=len(own) > 2,
                            eps=c_float(op.attrs.eps), row=row, first_extra=len(own) + 1, **geo)
     return [KernelCall(spec, [out, *op.inputs], [rows, n, *pro_dims], _label(op))]
 
 
-@lowering("cuda", OpKind.BATCHNORM)
+@lowering(BACKENDS, OpKind.BATCHNORM)
 def lower_batchnorm(op: Op, ctx: LowerContext) -> list[KernelCall]:
     x, out = op.inputs[0], op.outputs[0]
     c = x.shape[-1]
     vec = pack_elems([x.dtype])
     if static_multiple(c, vec) is False:
         vec = 1
-    spec = KernelSpec.make(ctx.template("norm_batch.cu.j2"), t=STORAGE[x.dtype], eps=c_float(op.attrs.eps), vec=vec,
+    spec = KernelSpec.make(template("norm_batch.cu.j2"), t=STORAGE[x.dtype], eps=c_float(op.attrs.eps), vec=vec,
                            threads=THREADS, per_sm=BLOCKS_PER_SM)
     return [KernelCall(spec, [out, *op.inputs], [prod(x.shape[:-1]), c], _label(op))]
 
 
-@lowering("cuda", OpKind.GROUPNORM)
+@lowering(BACKENDS, OpKind.GROUPNORM)
 def lower_groupnorm(op: Op, ctx: LowerContext) -> list[KernelCall]:
     x, out = op.inputs[0], op.outputs[0]
-    spec = KernelSpec.make(ctx.template("norm_group.cu.j2"), t=STORAGE[x.dtype], groups=op.attrs.groups,
+    spec = KernelSpec.make(template("norm_group.cu.j2"), t=STORAGE[x.dtype], groups=op.attrs.groups,
                            has_weight=len(op.inputs) > 1, has_bias=len(op.inputs) > 2,
                            eps=c_float(op.attrs.eps), block=GROUP_BLOCK, per_sm=BLOCK_PER_SM)
     dims = [x.shape[0], prod(x.shape[1:-1]), x.shape[-1]]

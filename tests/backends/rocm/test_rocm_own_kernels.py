@@ -1,0 +1,190 @@
+"""The ROCm backend's own kernels: the CUDA backend's, from one source (backends/gpu/templates,
+codegen/kernels/gpu) in the HIP dialect (backends/rocm/include/aitgen/gpu_dialect.h), with a
+64-lane wavefront wherever a warp appears. No AMD GPU is needed:
+
+- Registration: ROCm lowers exactly the families CUDA lowers from kernels/gpu, with the same
+  functions and the same template files; the geometry follows the dialect's warp size.
+- The kernels' numbers: every case of the GPU tier (../cuda/test_gpu_own_ops.py CASES, not a copy)
+  rendered for ROCm and run by the host emulator in its HIP form (../cuda/cuda_host_emu.h with
+  AIT_EMU_HIP and 64-lane warps: HIP's mask-less shuffles, wave-wide barriers) against the oracle
+  with the GPU tier's tolerances. A representative subset (every family in float16 and int32, plus
+  bfloat16 norms and float32 reductions, ~15 s) in the default tier, the rest under `slow`.
+- hipcc: one translation unit per dtype class with every family, for gfx90a (float16 in the
+  default tier when hipcc is installed, ~5 s; float32 + integers and bfloat16 under
+  `rocm_compile`); the object's AMDGPU code object holds a kernel per function at least, all
+  wave64, shuffles as ds_bpermute. gfx940 under `rocm_compile`.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import aitgen as ag
+from aitgen import ops
+from aitgen.codegen.kernels.gpu import dialect as gpu_dialect
+from aitgen.codegen.kernels.gpu import norm as gpu_norm
+from aitgen.codegen.lower import _LOWERINGS, capabilities
+from aitgen.codegen.render import render
+from aitgen.ir.dtype import DType
+
+CUDA_TESTS = Path(__file__).resolve().parents[1] / "cuda"
+sys.path.insert(0, str(CUDA_TESTS))   # the emulator and the case list live beside the CUDA tests
+import cuda_host_emu as emu  # noqa: E402
+import test_cuda_own_kernels as cuda_own  # noqa: E402
+import test_gpu_own_ops as gpu  # noqa: E402
+
+BACKENDS = Path(__file__).resolve().parents[3] / "backends"
+
+
+def _lowered(outs, target):
+    return [c for c in emu.lower(outs, target=target)[2] if c.spec.template.startswith("gpu/")]
+
+
+# -- registration and geometry ------------------------------------------------------------------------
+
+def test_rocm_lowers_the_shared_families_with_the_same_functions():
+    capabilities("cuda"), capabilities("rocm")   # imports both backends' packages
+    shared = {(b, k): fn for (b, k), fn in _LOWERINGS.items()
+              if fn.__module__.startswith("aitgen.codegen.kernels.gpu.")}
+    cuda = {k: fn for (b, k), fn in shared.items() if b == "cuda"}
+    rocm = {k: fn for (b, k), fn in shared.items() if b == "rocm"}
+    assert len(cuda) >= 60 and cuda == rocm
+    assert set(rocm) <= capabilities("rocm").kinds
+
+
+def test_geometry_follows_the_wavefront():
+    geo = lambda n, warp: gpu_norm.row_geometry(ag.IntImm(n), [DType.float16], warp)
+    # 768 halves: 32 lanes of 24 values on CUDA, 64 lanes of 16 on CDNA
+    assert (geo(768, 32)["warp_tpr"], geo(768, 32)["warp_items"]) == (32, 24)
+    assert (geo(768, 64)["warp_tpr"], geo(768, 64)["warp_items"]) == (64, 16)
+    # a warp takes rows up to 32 values per lane: 1024 elements on CUDA, 2048 on CDNA
+    assert geo(1500, 32)["variants"] == ["block"] and geo(1500, 64)["variants"] == ["warp"]
+    assert geo(128, 64)["warp_tpr"] == 16   # short rows still share a wavefront
+
+
+def test_one_template_two_dialects():
+    x = ag.Tensor([4, 768], dtype="float16", name="x")
+    outs = {"sm": ops.softmax(x * 2.0, axis=-1), "arg": ops.argmax(x, axis=1), "cs": ops.cumsum(x, axis=1),
+            "add": x + x}
+    cuda, rocm = _lowered(outs, "cuda"), _lowered(outs, "rocm")
+    assert [c.spec.template for c in cuda] == [c.spec.template for c in rocm]
+    by_t = lambda calls: {c.spec.template.rsplit("/", 1)[-1]: c.spec for c in calls}
+    c, r = by_t(cuda), by_t(rocm)
+    assert c["softmax.cu.j2"].param_dict()["warp"] == 32 and r["softmax.cu.j2"].param_dict()["warp"] == 64
+    assert c["elementwise.cu.j2"].param_dict()["pair"]["type"] == "__half2"
+    assert r["elementwise.cu.j2"].param_dict()["pair"] is None   # HIP 5.2: no bfloat16 pair type
+    src = {k: render(s.template, func=s.func, **s.param_dict()) for k, s in r.items()}
+    assert "for (int m = 32; m > 0; m /= 2)" in src["arg_reduce.cu.j2"]        # butterfly over 64 lanes
+    assert "ait::gpu::shfl(incl, 63)" in src["scan.cu.j2"]                      # the last lane's carry
+    for text in src.values():   # nothing of CUDA's spelling reaches a ROCm kernel
+        assert not re.search(r"cuda|__shfl_\w+_sync|0xffffffff", text), text[:200]
+    assert gpu_dialect.DIALECTS["rocm"].warp == 64 and gpu_dialect.DIALECTS["cuda"].warp == 32
+
+
+# -- the kernels' numbers, on the host (HIP form) ---------------------------------------------------------
+
+_DEFAULT = {(c, dt) for c, dt in gpu.CASES if dt in ("float16", "int32")} | {
+    (gpu.case_norms, "bfloat16"), (gpu.case_reductions, "float32")}
+_SETS = [pytest.param([cd for cd in gpu.CASES if cd in _DEFAULT], id="subset"),
+         pytest.param([cd for cd in gpu.CASES if cd not in _DEFAULT], id="rest", marks=pytest.mark.slow)]
+
+
+@pytest.mark.parametrize("cases_dts", _SETS)
+def test_kernels_emulated_in_hip_form(tmp_path, cases_dts):
+    """The GPU tier's cases rendered for ROCm, compiled by g++ against the emulator's HIP form
+    (64-lane warps), against the oracle with the GPU tier's tolerances."""
+    built = []
+    for case, dt in cases_dts:
+        cases, envs, rtol_of = case(dt)
+        built.append((dt, cases, envs, rtol_of, *emu.lower(cases.outs, target="rocm")))
+    lib = emu.build([c for *_, calls in built for c in calls], tmp_path, target="rocm")
+    for dt, cases, envs, rtol_of, graph, plan, calls in built:
+        gpu.compare(cases, dt, emu.Emulated(graph, plan, calls, lib).run, envs, rtol_of)
+
+
+def test_emulated_gather_reports_a_bad_index_in_hip_form(tmp_path):
+    emb = ag.Tensor([10, 8], dtype="bfloat16", name="emb")
+    idx = ag.Tensor([4], dtype="int64", name="idx")
+    graph, plan, calls = emu.lower({"y": ops.gather(emb, idx, axis=0, name="lookup")}, target="rocm")
+    model = emu.Emulated(graph, plan, calls, emu.build(calls, tmp_path, target="rocm"))
+    e = (np.arange(80, dtype=np.float32).reshape(10, 8) / 8).astype(ag.DType("bfloat16").np)
+    with pytest.raises(IndexError, match=r"gather 'lookup': index -11 \(at flat position 1\) is out of range for size 10"):
+        model.run({"emb": e, "idx": np.array([0, -11, 3, 1], np.int64)})
+    got = model.run({"emb": e, "idx": np.array([9, -10, 0, 1], np.int64)})["y"]
+    np.testing.assert_array_equal(got.view(np.uint16), e[[9, 0, 0, 1]].view(np.uint16))
+
+
+# -- hipcc ----------------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def hipcc():
+    path = shutil.which("hipcc")
+    if path is None:
+        pytest.skip("hipcc not installed (Debian: apt-get install hipcc libamdhip64-dev)")
+    return path
+
+
+def _hipcc_families(hipcc: str, tmp: Path, dt: str, arch: str) -> tuple[dict, str]:
+    """Every family of ours in dtype dt (and the integer cases with float32) as one translation
+    unit, each kernel in a namespace of its own; returns the kernels and the code object's
+    disassembly and notes."""
+    outs = cuda_own.family_cases(dt, any_length_rows=dt == "float16")
+    if dt == "float32":
+        outs.update(cuda_own.int_cases())
+    specs = {c.spec.func: c.spec for c in _lowered(outs, "rocm")}
+    srcs = {f: render(s.template, func=f, **s.param_dict()) for f, s in specs.items()}
+    assert not [f for f, s in srcs.items() if "namespace ait" in s]
+    unit = tmp / f"families_{dt}.cu"
+    unit.write_text(cuda_own.PRELUDE + "".join(f"namespace u{i} {{\n{s}\n}}  // namespace u{i}\n"
+                                               for i, s in enumerate(srcs.values())))
+    obj = tmp / f"families_{dt}.o"
+    cmd = [hipcc, "-std=c++17", "-O3", "-DNDEBUG", "-fPIC", f"--offload-arch={arch}",
+           *(f"-I{BACKENDS / d}" for d in ("common/include", "gpu/include", "rocm/include")), "-c", str(unit), "-o", str(obj)]
+    r = subprocess.run(cmd, capture_output=True, text=True, check=False, env={**os.environ, "HIP_PLATFORM": "amd"})
+    assert r.returncode == 0, f"hipcc failed on {unit}:\n{r.stderr[-6000:]}"
+    assert "warning" not in r.stderr, r.stderr[-3000:]
+    # The host side: every kernel's host function; the device side: the AMDGPU code object.
+    host = subprocess.run(["nm", "--defined-only", str(obj)], capture_output=True, text=True, check=True).stdout
+    assert set(srcs) <= set(re.findall(r" T (k_[0-9a-f]+)$", host, re.M))
+    fat = tmp / f"families_{dt}.fatbin"
+    subprocess.run(["objcopy", "-O", "binary", "--only-section=.hip_fatbin", str(obj), str(fat)], check=True)
+    assert fat.stat().st_size > 0, "no .hip_fatbin section"
+    bundler = shutil.which("clang-offload-bundler") or shutil.which("clang-offload-bundler-15")
+    objdump = shutil.which("llvm-objdump-15") or shutil.which("llvm-objdump")
+    readelf = shutil.which("llvm-readelf-15") or shutil.which("llvm-readelf")
+    if not (bundler and objdump and readelf):
+        pytest.skip("clang-offload-bundler / llvm-objdump / llvm-readelf missing: the code object is not inspected")
+    co = tmp / f"families_{dt}.co"
+    subprocess.run([bundler, "--type=o", f"--targets=hipv4-amdgcn-amd-amdhsa--{arch}", f"--input={fat}",
+                    f"--output={co}", "--unbundle"], check=True)
+    notes = subprocess.run([readelf, "--notes", str(co)], capture_output=True, text=True, check=True).stdout
+    dis = subprocess.run([objdump, "-d", str(co)], capture_output=True, text=True, check=True).stdout
+    return srcs, notes + dis
+
+
+@pytest.mark.parametrize("dt", ["float16", pytest.param("float32", marks=pytest.mark.rocm_compile),
+                                pytest.param("bfloat16", marks=pytest.mark.rocm_compile)])
+def test_families_compile_gfx90a(hipcc, tmp_path, dt):
+    """float16 with rows of any length in the default tier (~5 s alone); float32 with the integer
+    cases, and bfloat16 (hip_bfloat16), under rocm_compile."""
+    srcs, text = _hipcc_families(hipcc, tmp_path, dt, "gfx90a")
+    assert len(srcs) >= 28
+    waves = re.findall(r"\.wavefront_size:\s+(\d+)", text)
+    kernels = re.findall(r"\.name:\s+(_Z\S+)", text)
+    # a kernel (or several: packed/scalar, index types, row variants) per function, all wave64
+    assert len(kernels) >= len(srcs) and set(waves) == {"64"} and len(waves) == len(kernels)
+    assert "ds_bpermute_b32" in text and "s_barrier" in text   # shuffles and block barriers
+
+
+@pytest.mark.rocm_compile
+def test_families_compile_gfx940(hipcc, tmp_path):
+    srcs, text = _hipcc_families(hipcc, tmp_path, "bfloat16", "gfx940")
+    assert set(re.findall(r"\.wavefront_size:\s+(\d+)", text)) == {"64"}
+    assert len(re.findall(r"\.name:\s+_Z", text)) >= len(srcs)
