@@ -188,3 +188,25 @@ def test_families_compile_gfx940(hipcc, tmp_path):
     srcs, text = _hipcc_families(hipcc, tmp_path, "bfloat16", "gfx940")
     assert set(re.findall(r"\.wavefront_size:\s+(\d+)", text)) == {"64"}
     assert len(re.findall(r"\.name:\s+_Z", text)) >= len(srcs)
+
+
+def test_blocks_hold_whole_wavefronts():
+    """Every block size the shared lowerings pick is a multiple of both warp sizes, so block
+    reductions (gpu_reduce.h block_reduce: blockDim.x a multiple of kWarpSize) hold on CDNA too."""
+    from aitgen.codegen.kernels.gpu import elementwise, norm, reduce
+    for threads in (elementwise.THREADS, reduce.ROW_BLOCK, norm.GROUP_BLOCK, reduce.COL_X * reduce.COL_Y):
+        for d in gpu_dialect.DIALECTS.values():
+            assert threads % d.warp == 0 and threads <= d.max_threads, (threads, d)
+
+
+def test_golden_rocm_layernorm_and_argmax(golden):
+    """The HIP-dialect rendering of a layernorm with a residual prologue (wave-wide rows) and an
+    argmax (64-lane butterfly), for review next to ../../golden/cuda/own_layernorm_residual_f16.cu."""
+    b = ag.IntVar("b", 1, 64)
+    x = ag.Tensor([b, 128, 768], dtype="float16", name="x")
+    r = ag.Tensor([b, 128, 768], dtype="float16", name="r")
+    calls = _lowered({"ln": ops.layernorm(x + r), "arg": ops.argmax(x, axis=2)}, "rocm")
+    srcs = {c.spec.template.rsplit("/", 1)[-1]: render(c.spec.template, func=c.spec.func, **c.spec.param_dict())
+            for c in calls}
+    golden("rocm/own_layernorm_residual_f16.cu", srcs["norm_rows.cu.j2"])
+    golden("rocm/own_argmax_f16.cu", srcs["arg_reduce.cu.j2"])
