@@ -54,7 +54,7 @@ struct uint2 { unsigned x, y; };
 struct alignas(16) uint4 { unsigned x, y, z, w; };
 inline uint3 make_uint3(unsigned x, unsigned y, unsigned z) { return uint3{x, y, z}; }
 typedef struct ihipStream_t* hipStream_t;
-enum hipError_t { hipSuccess = 0, hipErrorInvalidValue = 1 };
+enum hipError_t { hipSuccess = 0, hipErrorInvalidValue = 1, hipErrorInvalidConfiguration = 9 };
 inline hipError_t hipGetLastError() { return hipSuccess; }
 typedef hipStream_t ait_emu_stream_t;
 #else
@@ -246,6 +246,8 @@ template <typename T>
 T __shfl_down(T v, unsigned delta, int width = warpSize) { return ::ait_emu::shfl_down(v, delta, width); }
 template <typename T>
 T __shfl(T v, int src, int width = warpSize) { return ::ait_emu::shfl_idx(v, src, width); }
+// The wavefront barrier of the HIP dialect's warp_sync(): every lane meets.
+#define __builtin_amdgcn_wave_barrier() ((void)::ait_emu::shfl_xor(0, 0, AIT_EMU_WARP))
 #else
 template <typename T>
 T __shfl_xor_sync(unsigned, T v, int mask, int width = AIT_EMU_WARP) { return ::ait_emu::shfl_xor(v, mask, width); }
@@ -255,6 +257,7 @@ template <typename T>
 T __shfl_down_sync(unsigned, T v, unsigned delta, int width = AIT_EMU_WARP) { return ::ait_emu::shfl_down(v, delta, width); }
 template <typename T>
 T __shfl_sync(unsigned, T v, int src, int width = AIT_EMU_WARP) { return ::ait_emu::shfl_idx(v, src, width); }
+inline void __syncwarp(unsigned = 0xffffffffu) { (void)::ait_emu::shfl_xor(0, 0, AIT_EMU_WARP); }  // every lane meets
 #endif
 inline unsigned atomicCAS(unsigned* p, unsigned compare, unsigned value) {
   const unsigned old = *p;

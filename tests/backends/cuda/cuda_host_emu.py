@@ -40,6 +40,7 @@ PRELUDE = r'''
 #include "aitgen/gpu_kernel.h"
 #include "aitgen/gpu_math.h"
 #include "aitgen/gpu_reduce.h"
+#include "aitgen/gpu_attention.h"
 namespace ait { namespace AIT_GPU_RUNTIME_NS {  // the dialect's runtime namespace (ait::cuda, ait::rocm)
 // The record the kernels report to (declared in gpu_kernel.h); read and zeroed by emu_bad_input
 // after each run, as the runtime does (backends/cuda/src/cuda_runtime.cu).

@@ -33,6 +33,7 @@ from aitgen.codegen.kernels.gpu import norm as gpu_norm
 from aitgen.codegen.lower import _LOWERINGS, capabilities
 from aitgen.codegen.render import render
 from aitgen.ir.dtype import DType
+from aitgen.ir.op import OpKind
 
 CUDA_TESTS = Path(__file__).resolve().parents[1] / "cuda"
 sys.path.insert(0, str(CUDA_TESTS))   # the emulator and the case list live beside the CUDA tests
@@ -55,7 +56,9 @@ def test_rocm_lowers_the_shared_families_with_the_same_functions():
               if fn.__module__.startswith("aitgen.codegen.kernels.gpu.")}
     cuda = {k: fn for (b, k), fn in shared.items() if b == "cuda"}
     rocm = {k: fn for (b, k), fn in shared.items() if b == "rocm"}
-    assert len(cuda) >= 60 and cuda == rocm
+    # attention: CUDA's own lowering picks tensor cores or this SIMT kernel (kernels/cuda/attention.py)
+    assert len(cuda) >= 60 and cuda == {k: fn for k, fn in rocm.items() if k is not OpKind.ATTENTION}
+    assert rocm[OpKind.ATTENTION].__module__ == "aitgen.codegen.kernels.gpu.attention"
     assert set(rocm) <= capabilities("rocm").kinds
 
 
@@ -131,18 +134,30 @@ def hipcc():
     return path
 
 
+def _attention_cases(dt: str) -> dict:
+    """Attention of every form the SIMT kernel renders: masks (additive, boolean), causal, a
+    run-time head dim."""
+    t = lambda shape, name, d=dt: ag.Tensor(shape, dtype=d, name=name)
+    q, k = t([2, 4, 33, 64], "aq"), t([2, 4, 70, 64], "ak")
+    qd = t([1, 2, 9, ag.IntVar("hd", 1, 64)], "qd")
+    return {"attn_add": ops.scaled_dot_product_attention(q, k, k, t([2, 1, 1, 70], "am"), causal=True),
+            "attn_bool": ops.scaled_dot_product_attention(q, k, k, ag.Tensor([2, 1, 33, 70], "bool", name="bm")),
+            "attn_dyn": ops.scaled_dot_product_attention(qd, qd, qd)}
+
+
 def _hipcc_families(hipcc: str, tmp: Path, dt: str, arch: str) -> tuple[dict, str]:
     """Every family of ours in dtype dt (and the integer cases with float32) as one translation
     unit, each kernel in a namespace of its own; returns the kernels and the code object's
     disassembly and notes."""
     outs = cuda_own.family_cases(dt, any_length_rows=dt == "float16")
+    outs.update(_attention_cases(dt))
     if dt == "float32":
         outs.update(cuda_own.int_cases())
     specs = {c.spec.func: c.spec for c in _lowered(outs, "rocm")}
     srcs = {f: render(s.template, func=f, **s.param_dict()) for f, s in specs.items()}
     assert not [f for f, s in srcs.items() if "namespace ait" in s]
     unit = tmp / f"families_{dt}.cu"
-    unit.write_text(cuda_own.PRELUDE + "".join(f"namespace u{i} {{\n{s}\n}}  // namespace u{i}\n"
+    unit.write_text(cuda_own.PRELUDE + '#include "aitgen/gpu_attention.h"\n' + "".join(f"namespace u{i} {{\n{s}\n}}  // namespace u{i}\n"
                                                for i, s in enumerate(srcs.values())))
     obj = tmp / f"families_{dt}.o"
     cmd = [hipcc, "-std=c++17", "-O3", "-DNDEBUG", "-fPIC", f"--offload-arch={arch}",
@@ -175,7 +190,7 @@ def test_families_compile_gfx90a(hipcc, tmp_path, dt):
     """float16 with rows of any length in the default tier (~5 s alone); float32 with the integer
     cases, and bfloat16 (hip_bfloat16), under rocm_compile."""
     srcs, text = _hipcc_families(hipcc, tmp_path, dt, "gfx90a")
-    assert len(srcs) >= 28
+    assert len(srcs) >= 31
     waves = re.findall(r"\.wavefront_size:\s+(\d+)", text)
     kernels = re.findall(r"\.name:\s+(_Z\S+)", text)
     # a kernel (or several: packed/scalar, index types, row variants) per function, all wave64
@@ -210,3 +225,33 @@ def test_golden_rocm_layernorm_and_argmax(golden):
             for c in calls}
     golden("rocm/own_layernorm_residual_f16.cu", srcs["norm_rows.cu.j2"])
     golden("rocm/own_argmax_f16.cu", srcs["arg_reduce.cu.j2"])
+
+
+# -- attention on the SIMT cores (HIP form) ------------------------------------------------------------
+
+def test_attention_runs_on_the_host_in_hip_form(tmp_path):
+    """Every attention case of the CUDA host test (../cuda/test_cuda_attention_host.py), each on
+    ROCm's SIMT kernel (64 keys per tile, one per lane of a wavefront): masks, causal, grouped
+    heads, packed QKV views (aligned and not), run-time head dims and sequence lengths."""
+    import test_cuda_attention_host as attn
+    c = attn._Cases()
+    c.sdpa("f16_causal_bool", "float16", 1, 2, 40, 70, 64, mask="bool", causal=True)
+    c.sdpa("bf16_add_d128", "bfloat16", 1, 1, 20, 130, 128, mask="add")
+    c.sdpa("f16_mqa", "float16", 2, 2, 18, 18, 64, causal=True, kv_heads=1)
+    c.packed("packed_bf16_odd", "bfloat16", 2, 21, 1, 64, 1, True)
+    c.sdpa("f32_causal_add", "float32", 1, 2, 20, 40, 64, mask="add", causal=True)
+    c.sdpa("f16_d48", "float16", 1, 2, 19, 35, 48, dv=32, mask="bool")
+    c.sdpa("bf16_dyn_d", "bfloat16", 1, 2, 9, 33, ag.IntVar("d", 1, 64))
+    for n, s in (("q", 9), ("k", 33), ("v", 33)):
+        c.feeds[f"bf16_dyn_d_{n}"] = c.rng.standard_normal((1, 2, s, 24)).astype(ag.DType["bfloat16"].np)
+    graph, plan, calls = emu.lower(c.outs, target="rocm")
+    simt = [cl.spec.param_dict() for cl in calls if cl.spec.template == "gpu/templates/attention_simt.cu.j2"]
+    assert len(simt) == 7 and {p["block_k"] for p in simt} == {64} and {p["warp"] for p in simt} == {64}
+    model = emu.Emulated(graph, plan, calls, emu.build(calls, tmp_path, target="rocm"))
+    attn._check(model.run(c.feeds), ag.reference.run(c.outs, c.feeds), c, "rocm")
+
+
+def test_attention_beyond_the_lds_is_refused():
+    q = ag.Tensor([1, 1, 8, 256], "float32", name="q")
+    with pytest.raises(ag.errors.UnsupportedOpError, match="more than 65536"):
+        emu.lower({"y": ops.scaled_dot_product_attention(q, q, q)}, target="rocm")

@@ -33,6 +33,7 @@ using stream_t = cudaStream_t;
 using error_t = cudaError_t;
 constexpr error_t kSuccess = cudaSuccess;
 constexpr error_t kErrorInvalidValue = cudaErrorInvalidValue;
+constexpr error_t kErrorInvalidConfiguration = cudaErrorInvalidConfiguration;
 inline error_t last_error() { return cudaGetLastError(); }
 
 // Lanes of a warp on every NVIDIA GPU. Python's geometry (codegen/kernels/gpu/dialect.py) carries
@@ -52,6 +53,15 @@ __device__ __forceinline__ T shfl_up(T v, unsigned delta, int width = kWarpSize)
 template <typename T>
 __device__ __forceinline__ T shfl(T v, int src, int width = kWarpSize) {
   return __shfl_sync(0xffffffffu, v, src, width);
+}
+
+__device__ __forceinline__ void warp_sync() { __syncwarp(); }
+
+// Past 48 KiB of dynamic shared memory a kernel must opt in (up to 99 KiB on every sm_80+ GPU).
+template <typename Kernel>
+inline error_t allow_dynamic_smem(Kernel* kernel, int bytes) {
+  return bytes > 48 * 1024 ? cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes)
+                           : cudaSuccess;
 }
 
 }  // namespace gpu

@@ -34,6 +34,7 @@ using stream_t = hipStream_t;
 using error_t = hipError_t;
 constexpr error_t kSuccess = hipSuccess;
 constexpr error_t kErrorInvalidValue = hipErrorInvalidValue;
+constexpr error_t kErrorInvalidConfiguration = hipErrorInvalidConfiguration;
 inline error_t last_error() { return hipGetLastError(); }
 
 // Lanes of a wavefront on CDNA (gfx90a, gfx940); RDNA's wave32 is not a target of this backend.
@@ -50,6 +51,16 @@ __device__ __forceinline__ T shfl_up(T v, unsigned delta, int width = kWarpSize)
 template <typename T>
 __device__ __forceinline__ T shfl(T v, int src, int width = kWarpSize) {
   return __shfl(v, src, width);
+}
+
+// A wavefront runs its lanes in lockstep; this keeps the compiler from moving memory accesses
+// across the point where they meet.
+__device__ __forceinline__ void warp_sync() { __builtin_amdgcn_wave_barrier(); }
+
+// CDNA gives every workgroup its 64 KiB of LDS without an opt-in (the lowering keeps below it).
+template <typename Kernel>
+inline error_t allow_dynamic_smem(Kernel*, int) {
+  return hipSuccess;
 }
 
 }  // namespace gpu
