@@ -17,7 +17,8 @@ def targets() -> tuple[list[str], list[str]]:
         return [], []
     ready, planned = [], []
     for d in sorted(root.iterdir()):
-        if not d.is_dir() or d.name == "common" or d.name.startswith((".", "_")):
+        # common/ and gpu/ are shared by the backends (C API and container; the GPU backends' own kernels)
+        if not d.is_dir() or d.name in ("common", "gpu") or d.name.startswith((".", "_")):
             continue
         (ready if (d / "backend.yaml").is_file() else planned).append(d.name)
     return ready, planned
