@@ -46,6 +46,22 @@ FORBIDDEN = {
     "aitgen.reference": ("aitgen.passes", "aitgen.codegen"),
 }
 
+# codegen/kernels: a backend's package (cpu, cuda, rocm) imports its own modules and the shared
+# packages (common: every backend's geometry and expression rendering; gpu: our own kernels of the
+# GPU backends, one source for CUDA and ROCm), never another backend's; gpu imports only common,
+# common nothing of the others.
+KERNELS = "aitgen.codegen.kernels"
+
+
+def _kernel_package(module: str):
+    parts = module.split(".")
+    return parts[3] if _under(module, KERNELS) and len(parts) > 3 else None
+
+
+def _kernels_may_import(src_pkg: str, dst_pkg: str) -> bool:
+    return src_pkg == dst_pkg or dst_pkg == "common" or (dst_pkg == "gpu" and src_pkg != "common")
+
+
 # Keys as the test prints them: "A -> B" (a forbidden edge, module to module), "package circle:
 # P" (package P is in a circle with other packages), "circle in P: M" (module M is in a circle
 # with other modules of package P).
@@ -181,6 +197,10 @@ def violations() -> dict[str, str]:
         for src_pkg, banned in FORBIDDEN.items():
             if _under(e.src, src_pkg) and any(_under(e.dst, b) for b in banned):
                 found[f"{e.src} -> {e.dst}"] = f"{src_pkg} must not import {e.dst} ({e.where})"
+        a, b = _kernel_package(e.src), _kernel_package(e.dst)
+        if a and b and not _kernels_may_import(a, b):
+            found[f"{e.src} -> {e.dst}"] = (f"{KERNELS}.{a} must not import {KERNELS}.{b}: a backend's lowerings share "
+                                            f"only kernels.common and kernels.gpu ({e.where})")
 
     runtime = [e for e in edges.values() if not e.typing_only]
     pkg_succ, pkg_why = defaultdict(set), defaultdict(list)
@@ -250,6 +270,29 @@ def test_the_graph_sees_lazy_relative_and_typing_imports(tmp_path, monkeypatch):
     assert "aitgen.ir.tensor -> aitgen.ops" in found
     assert {"package circle: aitgen.ir", "package circle: aitgen.ops"} <= set(found)
     assert not any(k.startswith("circle in aitgen.ir") for k in found)
+
+
+def test_backend_kernel_packages_share_only_common_and_gpu(tmp_path, monkeypatch):
+    """A backend's lowerings may import kernels.common and kernels.gpu (the GPU backends' shared
+    own kernels), never another backend's package; kernels.gpu never imports a backend."""
+    pkg = tmp_path / "aitgen"
+    for rel, text in {
+        "__init__.py": "",
+        "codegen/__init__.py": "",
+        "codegen/kernels/__init__.py": "",
+        "codegen/kernels/common/__init__.py": "",
+        "codegen/kernels/gpu/__init__.py": "from ..common import x\n",
+        "codegen/kernels/gpu/bad.py": "from ..cuda import y\n",
+        "codegen/kernels/cpu/__init__.py": "",
+        "codegen/kernels/cuda/__init__.py": "from .. import gpu\nfrom ..common import x\n",
+        "codegen/kernels/rocm/__init__.py": "from .. import gpu\nfrom ..cuda import y\n",
+    }.items():
+        (pkg / rel).parent.mkdir(parents=True, exist_ok=True)
+        (pkg / rel).write_text(text)
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", pkg)
+    found = {k for k in violations() if "->" in k}
+    assert found == {"aitgen.codegen.kernels.rocm -> aitgen.codegen.kernels.cuda",
+                     "aitgen.codegen.kernels.gpu.bad -> aitgen.codegen.kernels.cuda"}, found
 
 
 if __name__ == "__main__":  # print the current violations, e.g. to refresh KNOWN

@@ -45,8 +45,9 @@ BACKENDS: dict[str, str] = {
 }
 
 
-def lowering(backend: str, *kinds: OpKind, epilogue: bool = False, features=(), grouped=()):
-    """Register a lowering function for these op kinds on a backend; `epilogue=True` says it
+def lowering(backend: "str | tuple[str, ...]", *kinds: OpKind, epilogue: bool = False, features=(), grouped=()):
+    """Register a lowering function for these op kinds on a backend (or on several: a tuple, for
+    lowerings shared by backends, as codegen/kernels/gpu's are by CUDA and ROCm); `epilogue=True` says it
     renders attrs.epilogue (a fused element-wise DAG on the result); `features` names optional
     forms of the op it renders (FEATURES); `grouped` (on the GROUPED lowering) the member kinds of
     the groups it renders. capabilities() turns them into the data the passes read."""
@@ -54,15 +55,18 @@ def lowering(backend: str, *kinds: OpKind, epilogue: bool = False, features=(), 
     if unknown:
         raise ValueError(f"unknown lowering features {sorted(unknown)}; known: {list(FEATURES)}")
 
+    backends = (backend,) if isinstance(backend, str) else tuple(backend)
+
     def deco(fn: LowerFn) -> LowerFn:
-        for k in kinds:
-            _LOWERINGS[(backend, k)] = fn
-            if epilogue:
-                _EPILOGUES.add((backend, k))
-            if features:
-                _FEATURES[(backend, k)] = _FEATURES.get((backend, k), frozenset()) | frozenset(features)
-        if grouped:
-            _GROUPED[backend] = _GROUPED.get(backend, frozenset()) | frozenset(grouped)
+        for b in backends:
+            for k in kinds:
+                _LOWERINGS[(b, k)] = fn
+                if epilogue:
+                    _EPILOGUES.add((b, k))
+                if features:
+                    _FEATURES[(b, k)] = _FEATURES.get((b, k), frozenset()) | frozenset(features)
+            if grouped:
+                _GROUPED[b] = _GROUPED.get(b, frozenset()) | frozenset(grouped)
         return fn
     return deco
 

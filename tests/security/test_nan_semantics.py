@@ -333,7 +333,7 @@ def test_cuda_gemm_epilogue_functors_on_the_host(cuda_tools, tmp_path):
         (call,) = calls
         functor = call.spec.param_dict()["functor"]
         nargs = len(functor["params"])
-        parts.append(_FUNCTOR_HARNESS.format(i=i, functor=render("cuda/templates/epilogue_fn.inc.j2", functor=functor),
+        parts.append(_FUNCTOR_HARNESS.format(i=i, functor=render("gpu/templates/epilogue_fn.inc.j2", functor=functor),
                                              nargs=nargs, args=", ".join(f"v[{a}]" for a in range(nargs))))
         cases.append((k, call.ptrs[0].producer.attrs.epilogue, nargs))
     src, lib = tmp_path / "functors.cu", tmp_path / "functors.so"

@@ -20,7 +20,7 @@
 
 #include "aitgen/backend_hooks.h"
 #include "aitgen/bad_input.hpp"
-#include "aitgen/cuda_kernel.cuh"
+#include "aitgen/gpu_kernel.h"
 #include "aitgen/gpu_runtime_api.h"
 
 namespace ait {
@@ -40,7 +40,7 @@ struct Runtime {
   int device = 0;
   cudaStream_t stream = nullptr;
   cudaEvent_t ready = nullptr;
-  cuda::RunState state;
+  gpu::RunState state;
   void* workspace = nullptr;
   size_t workspace_bytes = 0;
   // Multi-stream runs: streams 1.. (index 0 is `stream`), the events that order their calls, and
@@ -55,8 +55,8 @@ struct Runtime {
   // The bad-input record (device, zeroed) and its pinned host copy. `reports` turns on when a
   // kernel of this runtime's runs asks for the record at launch and stays on: a graph replay
   // skips those host calls, but its dims' first run was eager and asked.
-  cuda::BadInputRecord* record = nullptr;
-  cuda::BadInputRecord* record_host = nullptr;
+  gpu::BadInputRecord* record = nullptr;
+  gpu::BadInputRecord* record_host = nullptr;
   bool reports = false;
 };
 
@@ -71,7 +71,7 @@ void drop_graphs(Runtime* r) noexcept {
 }  // namespace
 }  // namespace hooks
 
-namespace cuda {
+namespace AIT_GPU_RUNTIME_NS {  // ait::cuda, ait::rocm: gpu_kernel.h declares the contract there
 namespace {
 
 thread_local RunState t_idle;                   // outside a run: the legacy default stream
@@ -177,16 +177,16 @@ void streams_end() {
   r->state.stream = r->stream;
 }
 
-}  // namespace cuda
+}  // namespace AIT_GPU_RUNTIME_NS
 
 namespace hooks {
 
-using cuda::check;
+using gpu::check;
 
 void init() {
   int n = 0;
   const cudaError_t err = cudaGetDeviceCount(&n);
-  if (err != cudaSuccess) cuda::fail(err, "no usable CUDA device (cudaGetDeviceCount)");
+  if (err != cudaSuccess) gpu::fail(err, "no usable CUDA device (cudaGetDeviceCount)");
   if (n == 0) throw std::runtime_error("no CUDA device is present");
 }
 
@@ -196,7 +196,7 @@ void* alloc(size_t bytes, const char* what) {
   void* p = nullptr;
   const size_t n = bytes > 0 ? bytes : 256;  // cudaMalloc aligns to 256 bytes
   const cudaError_t err = cudaMalloc(&p, n);
-  if (err != cudaSuccess) cuda::fail(err, (std::string("cudaMalloc of ") + std::to_string(n) + " bytes for " + what).c_str());
+  if (err != cudaSuccess) gpu::fail(err, (std::string("cudaMalloc of ") + std::to_string(n) + " bytes for " + what).c_str());
   return p;
 }
 
@@ -215,17 +215,17 @@ Runtime* runtime_create() {
   // other streams' work never waits behind it.
   check(cudaStreamCreateWithFlags(&r->stream, cudaStreamNonBlocking), "cudaStreamCreate");
   check(cudaEventCreateWithFlags(&r->ready, cudaEventDisableTiming), "cudaEventCreate");
-  cuda::RunState& s = r->state;
+  gpu::RunState& s = r->state;
   s.stream = r->stream;
   s.device = r->device;
   check(cudaDeviceGetAttribute(&s.sm_count, cudaDevAttrMultiProcessorCount, r->device), "cudaDeviceGetAttribute");
   check(cudaDeviceGetAttribute(&s.cc_major, cudaDevAttrComputeCapabilityMajor, r->device), "cudaDeviceGetAttribute");
   check(cudaDeviceGetAttribute(&s.cc_minor, cudaDevAttrComputeCapabilityMinor, r->device), "cudaDeviceGetAttribute");
   // Allocated with the runtime, never during a run (a graph capture cannot allocate).
-  check(cudaMalloc(&r->record, sizeof(cuda::BadInputRecord)), "cudaMalloc of the bad-input record");
-  check(cudaMemset(r->record, 0, sizeof(cuda::BadInputRecord)), "zeroing the bad-input record");
-  check(cudaMallocHost(&r->record_host, sizeof(cuda::BadInputRecord)), "cudaMallocHost of the bad-input record");
-  *r->record_host = cuda::BadInputRecord{};
+  check(cudaMalloc(&r->record, sizeof(gpu::BadInputRecord)), "cudaMalloc of the bad-input record");
+  check(cudaMemset(r->record, 0, sizeof(gpu::BadInputRecord)), "zeroing the bad-input record");
+  check(cudaMallocHost(&r->record_host, sizeof(gpu::BadInputRecord)), "cudaMallocHost of the bad-input record");
+  *r->record_host = gpu::BadInputRecord{};
   return r.release();
 }
 
@@ -309,10 +309,10 @@ void run_graph(Runtime* r, const AitRunContext& ctx, int num_vars, int num_input
 // Zero the record after a run that reported or failed (a reporter may have written before the
 // failure), so the next run starts clean. Best effort: a context that is gone fails every run anyway.
 void clear_record(Runtime* r) noexcept {
-  cudaMemsetAsync(r->record, 0, sizeof(cuda::BadInputRecord), r->stream);
+  cudaMemsetAsync(r->record, 0, sizeof(gpu::BadInputRecord), r->stream);
   cudaStreamSynchronize(r->stream);
   cudaGetLastError();
-  *r->record_host = cuda::BadInputRecord{};
+  *r->record_host = gpu::BadInputRecord{};
 }
 
 }  // namespace
@@ -320,7 +320,7 @@ void clear_record(Runtime* r) noexcept {
 void execute(Runtime* r, const AitRunContext& ctx, int num_vars, int num_inputs, int num_outputs,
              void* caller_stream) {
   check(cudaSetDevice(r->device), "cudaSetDevice");
-  cuda::CurrentRun current(r);
+  gpu::CurrentRun current(r);
   try {
     // Inputs may be written by work queued on the legacy default stream (torch's default stream,
     // a plain cudaMemcpy): the run starts after it. And after the caller's stream (torch's current
@@ -339,7 +339,7 @@ void execute(Runtime* r, const AitRunContext& ctx, int num_vars, int num_inputs,
     // Queued after the kernels (after the graph launch on a replay, so every replay reads it);
     // complete with the synchronisation below. Zeroing is needed only after a report.
     if (r->reports)
-      check(cudaMemcpyAsync(r->record_host, r->record, sizeof(cuda::BadInputRecord), cudaMemcpyDeviceToHost,
+      check(cudaMemcpyAsync(r->record_host, r->record, sizeof(gpu::BadInputRecord), cudaMemcpyDeviceToHost,
                             r->stream), "reading back the bad-input record");
     check(cudaStreamSynchronize(r->stream), "running the model");
   } catch (...) {
@@ -350,7 +350,7 @@ void execute(Runtime* r, const AitRunContext& ctx, int num_vars, int num_inputs,
     throw;
   }
   if (r->reports && r->record_host->flag != 0) {
-    const cuda::BadInputRecord e = *r->record_host;
+    const gpu::BadInputRecord e = *r->record_host;
     clear_record(r);
     throw bad_input(std::string(e.what ? e.what : "a kernel") + ": index " + std::to_string(e.value) +
                     " (at flat position " + std::to_string(e.position) + ") is out of range for size " +

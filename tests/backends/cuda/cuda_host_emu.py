@@ -37,26 +37,29 @@ PRELUDE = r'''
 #include <limits>
 #include <stdexcept>
 #include <string>
-#include "aitgen/cuda_kernel.cuh"
-#include "aitgen/cuda_math.cuh"
-#include "aitgen/cuda_reduce.cuh"
-namespace ait { namespace cuda {
-// The record the kernels report to (declared in cuda_kernel.cuh); read and zeroed by emu_bad_input
-// after each run, as the runtime does (backends/gpu/src/gpu_runtime.cu).
+#include "aitgen/gpu_kernel.h"
+#include "aitgen/gpu_math.h"
+#include "aitgen/gpu_reduce.h"
+#include "aitgen/gpu_attention.h"
+namespace ait { namespace AIT_GPU_RUNTIME_NS {  // the dialect's runtime namespace (ait::cuda, ait::rocm)
+// The record the kernels report to (declared in gpu_kernel.h); read and zeroed by emu_bad_input
+// after each run, as the runtime does (backends/cuda/src/cuda_runtime.cu).
 BadInputRecord* bad_input_record() { static BadInputRecord e{}; return &e; }
 RunState& run_state() { static RunState s = [] { RunState r; r.sm_count = 2; return r; }(); return s; }
 void* workspace(size_t, const char* who) { throw std::runtime_error(std::string(who) + ": no workspace here"); }
-[[noreturn]] void fail(cudaError_t err, const char* what) {
-  throw std::runtime_error(std::string(what) + ": CUDA error " + std::to_string(int(err)));
+[[noreturn]] void fail(gpu::error_t err, const char* what) {
+  throw std::runtime_error(std::string(what) + ": GPU error " + std::to_string(int(err)));
 }
 } }
+#ifndef AIT_EMU_HIP
 extern "C" cudaError_t cudaGetLastError(void) { return cudaSuccess; }
+#endif
 extern "C" int emu_bad_input(int64_t* v, char* what, size_t n) {
-  ait::cuda::BadInputRecord* e = ait::cuda::bad_input_record();
+  ait::gpu::BadInputRecord* e = ait::gpu::bad_input_record();
   if (!e->flag) return 0;
   v[0] = e->value; v[1] = e->position; v[2] = e->bound;
   std::strncpy(what, e->what, n - 1);
-  *e = ait::cuda::BadInputRecord{};
+  *e = ait::gpu::BadInputRecord{};
   return 1;
 }
 '''
@@ -86,20 +89,26 @@ def rewrite_launches(src: str) -> str:
     return "".join(out) + src[i:]
 
 
-def lower(outs, arch: str = "sm_80") -> tuple[Graph, MemoryPlan, list]:
-    opts = compile_options(target="cuda", arch=arch)
+DEFAULT_ARCH = {"cuda": "sm_80", "rocm": "gfx90a"}
+WARP = {"cuda": 32, "rocm": 64}   # the emulator's warp: the dialect's (codegen/kernels/gpu/dialect.py)
+
+
+def lower(outs, arch: str | None = None, target: str = "cuda") -> tuple[Graph, MemoryPlan, list]:
+    arch = arch or DEFAULT_ARCH[target]
+    opts = compile_options(target=target, arch=arch)
     graph = run_pipeline(Graph.from_outputs(outs), opts, list(PIPELINE))
     plan = plan_memory(graph, opts.caps)
-    return graph, plan, lower_graph(graph, plan, "cuda", arch=arch, opts=opts)
+    return graph, plan, lower_graph(graph, plan, target, arch=arch, opts=opts)
 
 
 def _is_byte_copy(spec) -> bool:
     return spec.template.rsplit("/", 1)[-1] == "copy.cu.j2"
 
 
-def build(calls, tmp: Path) -> ctypes.CDLL:
+def build(calls, tmp: Path, target: str = "cuda") -> ctypes.CDLL:
     """One library with every kernel of `calls` (each in a namespace of its own) and a wrapper per
-    kernel, emu_<func>(p, d, err, n), that turns an exception into a message."""
+    kernel, emu_<func>(p, d, err, n), that turns an exception into a message; in the emulator's
+    form for `target` (the calls' backend)."""
     specs = {c.spec.func: c.spec for c in calls if not _is_byte_copy(c.spec)}
     parts = [PRELUDE]
     for i, (func, spec) in enumerate(specs.items()):
@@ -110,8 +119,12 @@ def build(calls, tmp: Path) -> ctypes.CDLL:
                      f"  catch (const std::exception& e) {{ std::strncpy(err, e.what(), n - 1); return 1; }}\n}}\n")
     (tmp / "emu.cpp").write_text("".join(parts))
     backends = _paths.backends_dir()
-    cmd = ["g++", "-std=c++17", "-O1", "-fPIC", "-shared", "-w", "-include", str(HERE / "cuda_host_emu.h"),
-           f"-I{backends / 'common/include'}", f"-I{backends / 'cuda/include'}", f"-I{cuda_include()}",
+    if target == "rocm":
+        form = ["-DAIT_EMU_HIP", f"-DAIT_EMU_WARP={WARP[target]}", f"-I{backends / 'rocm/include'}", f"-I{HERE / 'hip_emu'}"]
+    else:
+        form = [f"-DAIT_EMU_WARP={WARP[target]}", f"-I{backends / 'cuda/include'}", f"-I{cuda_include()}"]
+    cmd = ["g++", "-std=c++17", "-O1", "-fPIC", "-shared", "-w", "-include", str(HERE / "cuda_host_emu.h"), *form,
+           f"-I{backends / 'common/include'}", f"-I{backends / 'gpu/include'}",
            str(tmp / "emu.cpp"), "-o", str(tmp / "emu.so")]
     r = subprocess.run(cmd, capture_output=True, text=True, check=False)
     assert r.returncode == 0, f"g++ failed:\n{r.stderr[-6000:]}"

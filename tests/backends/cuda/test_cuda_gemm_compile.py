@@ -101,7 +101,8 @@ def test_kernel_choice(case, arch, kw, templates):
         a = ag.Tensor([m, k], dtype="bfloat16", name="a")
         outs = {"y": ops.tanh(ops.gemm(a, ag.Tensor([k, 16], dtype="bfloat16", name="b")))}
     _, calls = lower(outs, arch, **kw)
-    assert [c.spec.template for c in calls] == [f"cuda/templates/{t}" for t in templates]
+    assert [c.spec.template for c in calls] == [f"{'gpu' if t == 'epilogue_apply.cu.j2' else 'cuda'}/templates/{t}"
+                                                for t in templates]
     p = calls[0].spec.param_dict()
     if case == "oddk":   # alignment 1 on A (K = 3), the two-stage candidates only
         assert p["align_a"] == 1 and {c["stages"] for c in p["configs"]} == {2}
@@ -226,7 +227,7 @@ extern "C" __attribute__((visibility("default"))) void apply(const float* acc, c
 def test_epilogue_functor_matches_the_oracle_on_the_host(cuda_toolchain, tmp_path):
     _, calls = lower(bert_ffn("float32", m=32), "sm_80", allow_tf32=True)
     (call,) = calls
-    functor = render("cuda/templates/epilogue_fn.inc.j2", functor=call.spec.param_dict()["functor"])
+    functor = render("gpu/templates/epilogue_fn.inc.j2", functor=call.spec.param_dict()["functor"])
     src = tmp_path / "functor.cu"
     src.write_text(_HARNESS.format(functor=functor))
     lib = tmp_path / "functor.so"

@@ -9,7 +9,7 @@
   code, one unit per dtype class. The gather kernel also compiles on its own, and a gather model
   links the runtime's bad-input record (backends/gpu/src/gpu_runtime.cu) into its library.
 - The math: the element-wise functors of every kind, compiled by nvcc as host code (the same
-  __host__ __device__ functions and ait:: math of cuda_math.cuh the GPU runs; std:: functions are
+  __host__ __device__ functions and ait:: math of gpu_math.h the GPU runs; std:: functions are
   the host's libm here and CUDA's on the device), against the oracle in float32 on special values
   (0, -0, +-inf, NaN, tiny, huge) and random ones: within 1 ulp where the operation is exact or
   correctly rounded, else 4 ulp plus 4 float32 ulps of the operands' magnitude (results that
@@ -38,8 +38,8 @@ from aitgen import ops
 from aitgen.codegen.backend import load_backend
 from aitgen.codegen.cexpr import COMPUTE, STORAGE, load, store
 from aitgen.codegen.kernels.common import expr as common_expr
-from aitgen.codegen.kernels.cuda import elementwise as cuda_ew
-from aitgen.codegen.kernels.cuda import norm as cuda_norm
+from aitgen.codegen.kernels.gpu import elementwise as gpu_ew
+from aitgen.codegen.kernels.gpu import norm as gpu_norm
 from aitgen.codegen.lower import _LOWERINGS, LowerContext, lower_graph, supported_kinds
 from aitgen.codegen.render import render
 from aitgen.compiler import compile_options
@@ -71,7 +71,7 @@ def own_sources(calls) -> dict[str, str]:
     """Rendered source of each unique kernel of ours, by function name."""
     specs = {c.spec.func: c.spec for c in calls}
     return {f: render(s.template, func=f, **s.param_dict()) for f, s in specs.items()
-            if re.search(r"cuda/templates/(elementwise|strided_copy|pad|gather|reduce|arg_reduce|norm_\w+|softmax|pool)\.cu",
+            if re.search(r"gpu/templates/(elementwise|strided_copy|pad|gather|reduce|arg_reduce|norm_\w+|softmax|pool)\.cu",
                          s.template)}
 
 
@@ -81,9 +81,9 @@ PRELUDE = """#include <algorithm>
 #include <cstring>
 #include <limits>
 #include <stdexcept>
-#include "aitgen/cuda_kernel.cuh"
-#include "aitgen/cuda_math.cuh"
-#include "aitgen/cuda_reduce.cuh"
+#include "aitgen/gpu_kernel.h"
+#include "aitgen/gpu_math.h"
+#include "aitgen/gpu_reduce.h"
 """
 
 
@@ -194,7 +194,7 @@ def test_elementwise_packs_pairs_and_fallbacks():
 
 
 def test_row_kernel_variants_follow_the_row_bounds():
-    geo = lambda n: cuda_norm.row_geometry(n if isinstance(n, ag.IntVar) else ag.IntImm(n), [DType.float16])
+    geo = lambda n: gpu_norm.row_geometry(n if isinstance(n, ag.IntVar) else ag.IntImm(n), [DType.float16], 32)
     g = geo(768)
     assert g["variants"] == ["warp"] and g["vec"] == 8 and g["warp_items"] == 24 and g["warp_tpr"] == 32
     g = geo(128)  # attention-score rows: 16 lanes of 8 halves each, two rows per warp
@@ -286,7 +286,7 @@ def _kind_sources(dt: str) -> tuple[set, dict]:
     n = ag.IntVar("n", 1, 4096)
     ins = [ag.Tensor([n], dtype=dt, name="x"), ag.Tensor([n], dtype=dt, name="y"), ag.Tensor([n], dtype="bool", name="c")]
     outs = [ag.Tensor([n], dtype=t.dtype) for _, t in ops_]
-    (call,) = cuda_ew.lower_expr_cuda(expr, outs, ins, LowerContext("cuda", None, None, arch="sm_80"), f"every {dt} kind")
+    (call,) = gpu_ew.lower_expr_gpu(expr, outs, ins, LowerContext("cuda", None, None, arch="sm_80"), f"every {dt} kind")
     return {k for k, _ in ops_}, {call.spec.func: render(call.spec.template, func=call.spec.func, **call.spec.param_dict())}
 
 

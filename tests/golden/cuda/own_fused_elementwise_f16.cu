@@ -7,9 +7,9 @@
 // Grid-stride loops; packs of 8 elements when every packed pointer is aligned, else one element per step.
 #include <cstdint>
 
-#include "aitgen/cuda_kernel.cuh"
-#include "aitgen/cuda_math.cuh"
-#include "aitgen/cuda_reduce.cuh"
+#include "aitgen/gpu_kernel.h"
+#include "aitgen/gpu_math.h"
+#include "aitgen/gpu_reduce.h"
 
 namespace {
 AIT_HD float n3(float a0, float a1) { using T = float; return a0 * a1; }
@@ -118,17 +118,17 @@ void launch(void* const* p, const int64_t* d, int64_t n, bool packed) {
   for (int j = 0; j < R; ++j) a.dim[j] = static_cast<I>(d[j]);
   for (int k = 0; k < NS; ++k)
     for (int j = 0; j < R - 1; ++j) a.st[k][j] = static_cast<I>(d[R + k * (R - 1) + j]);
-  cudaStream_t s = ait::cuda::stream();
+  ait::gpu::stream_t s = ait::gpu::stream();
   if (packed) {
-    vector_kernel<I><<<ait::cuda::grid_blocks(n / V, kThreads, 8), kThreads, 0, s>>>(a);
+    vector_kernel<I><<<ait::gpu::grid_blocks(n / V, kThreads, 8), kThreads, 0, s>>>(a);
     return;
   }
-  scalar_kernel<I><<<ait::cuda::grid_blocks(n, kThreads, 8), kThreads, 0, s>>>(a);
+  scalar_kernel<I><<<ait::gpu::grid_blocks(n, kThreads, 8), kThreads, 0, s>>>(a);
 }
 
 }  // namespace
 
-AIT_KERNEL k_616de3c299c16d92(void* const* p, const int64_t* d) {
+AIT_KERNEL k_0678add29c54837a(void* const* p, const int64_t* d) {
   int64_t n = 1;
   for (int j = 0; j < R; ++j) n *= d[j];
   if (n == 0) return;
@@ -138,5 +138,5 @@ AIT_KERNEL k_616de3c299c16d92(void* const* p, const int64_t* d) {
                       ait::aligned_to(p[3], 16) &&
                       ait::aligned_to(p[0], 16);
   launch<int32_t>(p, d, n, packed);  // the bounds of every size keep indices below 2^31
-  AIT_CHECK_LAUNCH("k_616de3c299c16d92 (element-wise)");
+  AIT_CHECK_LAUNCH("k_0678add29c54837a (element-wise)");
 }

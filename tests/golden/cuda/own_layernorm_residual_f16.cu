@@ -9,9 +9,9 @@
 // Rows are read as packs of 8 elements when n and every pointer allow, else one element at a time.
 #include <cstdint>
 
-#include "aitgen/cuda_kernel.cuh"
-#include "aitgen/cuda_math.cuh"
-#include "aitgen/cuda_reduce.cuh"
+#include "aitgen/gpu_kernel.h"
+#include "aitgen/gpu_math.h"
+#include "aitgen/gpu_reduce.h"
 
 namespace {
 using XT = ait::half;
@@ -140,7 +140,7 @@ __global__ void __launch_bounds__(TPR <= 32 ? kWarpThreads : TPR) cached(const A
         for (int j = 0; j < V; ++j) sum += v[c][j];
       }
     }
-    const float mean = ait::cuda::group_reduce<TPR>(sum, ait::SumOp(), 0.0f) / static_cast<float>(n);
+    const float mean = ait::gpu::group_reduce<TPR>(sum, ait::SumOp(), 0.0f) / static_cast<float>(n);
     float sq = 0.0f;
 #pragma unroll
     for (int c = 0; c < CHUNKS; ++c) {
@@ -150,7 +150,7 @@ __global__ void __launch_bounds__(TPR <= 32 ? kWarpThreads : TPR) cached(const A
         for (int j = 0; j < V; ++j) sq = fmaf(v[c][j] - mean, v[c][j] - mean, sq);
       }
     }
-    const float var = ait::cuda::group_reduce<TPR>(sq, ait::SumOp(), 0.0f) / static_cast<float>(n);
+    const float var = ait::gpu::group_reduce<TPR>(sq, ait::SumOp(), 0.0f) / static_cast<float>(n);
     const float rstd = 1.0f / sqrtf(var + kEps);
     T* y = a.out + (live ? r : 0) * n;
 #pragma unroll
@@ -162,19 +162,19 @@ __global__ void __launch_bounds__(TPR <= 32 ? kWarpThreads : TPR) cached(const A
 }
 
 template <int V, bool PACKED>
-void launch(const Args& a, cudaStream_t s) {
+void launch(const Args& a, ait::gpu::stream_t s) {
   const int64_t n = a.in.n;
   if (n <= 1024) {
     constexpr int kChunks = 24 / V;
-    cached<32, kChunks, V, PACKED><<<ait::cuda::grid_blocks(a.in.rows, kWarpThreads / 32, 8), kWarpThreads, 0, s>>>(a);
+    cached<32, kChunks, V, PACKED><<<ait::gpu::grid_blocks(a.in.rows, kWarpThreads / 32, 8), kWarpThreads, 0, s>>>(a);
     return;
   }
-  ait::cuda::fail(cudaErrorInvalidValue, "k_ddd8620b71588adb: a row is longer than the kernel was built for");
+  ait::gpu::fail(ait::gpu::kErrorInvalidValue, "k_81cad0881dc2825c: a row is longer than the kernel was built for");
 }
 
 }  // namespace
 
-AIT_KERNEL k_ddd8620b71588adb(void* const* p, const int64_t* d) {
+AIT_KERNEL k_81cad0881dc2825c(void* const* p, const int64_t* d) {
   Args a;
   a.in.x = static_cast<const XT*>(p[1]);
   a.in.rows = d[0];
@@ -189,7 +189,7 @@ AIT_KERNEL k_ddd8620b71588adb(void* const* p, const int64_t* d) {
   a.w = static_cast<const T*>(p[2]);
   a.b = static_cast<const T*>(p[3]);
   if (a.in.rows == 0 || a.in.n == 0) return;
-  cudaStream_t s = ait::cuda::stream();
+  ait::gpu::stream_t s = ait::gpu::stream();
   if (a.in.n % 8 == 0 && ait::aligned_to(p[1], 8 * sizeof(XT)) &&
       ait::aligned_to(p[4], 8 * sizeof(E0)) &&
       ait::aligned_to(p[0], 8 * sizeof(T)) && ait::aligned_to(p[2], 8 * sizeof(T)) && ait::aligned_to(p[3], 8 * sizeof(T))) {
@@ -197,5 +197,5 @@ AIT_KERNEL k_ddd8620b71588adb(void* const* p, const int64_t* d) {
   } else {
     launch<1, false>(a, s);
   }
-  AIT_CHECK_LAUNCH("k_ddd8620b71588adb (layernorm)");
+  AIT_CHECK_LAUNCH("k_81cad0881dc2825c (layernorm)");
 }

@@ -4,6 +4,6 @@ BACKENDS imports it when the target is CUDA). Each family adds its module to the
 op whose family is not imported has no CUDA kernel, and lower_graph names it (UnsupportedOpError)."""
 from . import attention  # noqa: F401,E402
 from . import gemm  # noqa: F401,E402
-from . import elementwise, gather, norm, pool, reduce, scan, softmax, view  # noqa: F401,E402 - C3's families
+from .. import gpu  # noqa: F401,E402 - our own kernels, shared with ROCm (kernels/gpu)
 from . import conv  # noqa: F401,E402
 from . import grouped  # noqa: F401,E402 - GROUPED dispatcher (members: gemm)

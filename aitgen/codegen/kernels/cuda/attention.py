@@ -10,13 +10,12 @@ Two kernels:
   mma.sync code (no wgmma/TMA): at the sequence lengths of the zoo (128-512) the attention is a
   few microseconds and launch shape matters more than peak tensor throughput.
 - attention_simt.cu.j2: float32 and any other head dim (run-time head dims too), CUDA cores,
-  float32 all through.
+  float32 all through: the SIMT kernel shared with ROCm (kernels/gpu/attention.py, backends/gpu).
 """
 from __future__ import annotations
 
 import dataclasses
 
-from ....errors import UnsupportedOpError
 from ....ir.dims import Dim, prod
 from ....ir.dtype import DType
 from ....ir.op import Op, OpKind
@@ -24,6 +23,7 @@ from ...cexpr import STORAGE
 from ...lower import LowerContext, lowering
 from ...spec import KernelCall, KernelSpec
 from ..common.attention import AttentionArgs, attention_args
+from ..gpu.attention import simt_call
 
 MMA_HEAD_DIMS = (64, 128)   # the swizzled tiles need a multiple of 64; 128 still fits the registers
 MMA_DTYPES = (DType.float16, DType.bfloat16)
@@ -34,9 +34,6 @@ MMA_MAX_WARPS = 4           # 16 query rows each
 # of 64) spread over the GPU instead of leaving most SMs idle.
 SM_COUNT = {"sm_80": 108, "sm_90a": 132}
 
-SIMT_BLOCK_Q = 16           # queries per CTA
-SIMT_BLOCK_K = 32           # keys per tile: one per lane of a warp
-SIMT_WARPS = 4
 # The smallest opt-in shared memory per block among sm_80+ GPUs (8.6/8.9: 99 KiB).
 SMEM_LIMIT = 99 * 1024
 
@@ -74,12 +71,6 @@ def mma_smem_bytes(head_dim: int, cfg: MmaConfig) -> int:
     return (cfg.block_m + 4 * cfg.block_n) * head_dim * 2
 
 
-def simt_smem_bytes(d: int, dv: int) -> int:
-    """Dynamic shared memory of attention_simt.cu.j2 (its smem_floats, in bytes)."""
-    return 4 * (SIMT_BLOCK_Q * (d + dv) + SIMT_BLOCK_K * max(d + 1, dv)
-                + SIMT_BLOCK_Q * SIMT_BLOCK_K + 3 * SIMT_BLOCK_Q)
-
-
 def uses_tensor_cores(a: AttentionArgs) -> bool:
     d, dv = a.head_dim, a.value_dim
     return (a.dtype in MMA_DTYPES and d.is_static and dv.is_static and d.value == dv.value
@@ -100,13 +91,5 @@ def lower_attention(op: Op, ctx: LowerContext) -> list[KernelCall]:
                                mask_t=mask_t, mask_k_unit=mask_k_unit, causal=a.causal, rb=a.rb,
                                head_dim=a.head_dim.value, warps=cfg.warps, block_n=cfg.block_n)
     else:
-        smem = simt_smem_bytes(_upper(a.head_dim), _upper(a.value_dim))
-        if smem > SMEM_LIMIT:
-            raise UnsupportedOpError(
-                f"attention '{op.name}': head dims {a.head_dim} (q, k) and {a.value_dim} (v) need "
-                f"{smem} bytes of shared memory in the cuda kernel, more than {SMEM_LIMIT}")
-        spec = KernelSpec.make(ctx.template("attention_simt.cu.j2"), t=STORAGE[a.dtype], mask=a.mask,
-                               mask_t=mask_t, causal=a.causal, rb=a.rb,
-                               scale_from_head_dim=a.scale_from_head_dim,
-                               block_q=SIMT_BLOCK_Q, block_k=SIMT_BLOCK_K, warps=SIMT_WARPS)
+        return [simt_call(op, ctx, a)]
     return [KernelCall(spec, a.ptrs, a.dims, op.name or op.kind.value)]

@@ -34,6 +34,7 @@ from ...cexpr import STORAGE
 from ...lower import LowerContext, lowering
 from ...spec import KernelCall, KernelSpec
 from . import epilogue as evt
+from ..gpu.dialect import template as gpu_template
 from .configs import configs
 
 
@@ -278,7 +279,7 @@ def apply_calls(ctx: LowerContext, plan: evt.EpiloguePlan, out: Tensor, name: st
     if plan.apply is None:
         return []
     params, dims = evt.apply_kernel(plan, out, 1)
-    spec = KernelSpec.make(ctx.template("epilogue_apply.cu.j2"), **params)
+    spec = KernelSpec.make(gpu_template("epilogue_apply.cu.j2"), **params)  # shared with ROCm (backends/gpu)
     return [KernelCall(spec, [out] + list(plan.apply_operands), dims, name)]
 
 

@@ -1,8 +1,9 @@
-"""ROCm lowering functions (`@lowering("rocm", OpKind.X, ...)`), one module per op family, named as
-in aitgen/ops and backends/rocm/templates; importing this package registers them (codegen/lower.py
-BACKENDS imports it when the target is ROCm). Each family adds its module to the imports below: the
-own kernels (element-wise, reductions, softmax, norms, pooling, gather, views, attention) share their
-CUDA sources through the dialect header, GEMM/conv go through Composable Kernel. An op whose family
-is not imported has no ROCm kernel, and lower_graph names it (UnsupportedOpError). Without any, a
-graph of reshapes and outputs that are inputs still builds: those are copies (copy.hip.j2).
-"""
+"""ROCm lowering functions, one module per op family, as kernels/cuda has them; importing this
+package registers them (codegen/lower.py BACKENDS imports it when the target is ROCm). Our own
+kernels (element-wise, reductions, softmax, norms, pooling, gather, views, SIMT attention) come
+from the package shared with CUDA (kernels/gpu: one source, the HIP dialect of
+backends/rocm/include/aitgen/gpu_dialect.h, wave size 64); GEMM, BMM and conv go through Composable
+Kernel (gemm, conv). An op whose family is not imported has no ROCm kernel, and lower_graph names it
+(UnsupportedOpError)."""
+from .. import gpu  # noqa: F401 - our own kernels, shared with CUDA (kernels/gpu)
+from . import conv, gemm  # noqa: F401 - Composable Kernel device ops

@@ -1,6 +1,6 @@
-// Shared pieces of the fused attention kernels (templates/attention_mma.cu.j2, attention_simt.cu.j2):
-// the run-time argument layout that aitgen/codegen/kernels/common/attention.py's attention_args builds
-// (the CPU kernel reads the same), and the sm_80+ warp-level primitives of the tensor-core path
+// The tensor-core attention kernel's pieces (templates/attention_mma.cu.j2): the run-time argument
+// layout and shared memory of aitgen/gpu_attention.h (shared with ROCm and the CUDA-core kernel,
+// backends/gpu/templates/attention_simt.cu.j2), and the sm_80+ warp-level primitives of the tensor-core path
 // (cp.async, ldmatrix, mma.sync m16n8k16), written as inline PTX so that no CUTLASS header is needed
 // and a kernel compiles in seconds.
 #ifndef AITGEN_CUDA_ATTENTION_CUH_
@@ -11,86 +11,10 @@
 #include <type_traits>
 
 #include "aitgen/cuda_kernel.cuh"
+#include "aitgen/gpu_attention.h"
 
 namespace ait {
 namespace attn {
-
-constexpr float kLog2e = 1.4426950408889634f;
-
-// d = {Sq, Sk, D, Dv, nb[RB], bs[5][RB] (q, k, v, out, mask), row strides of q, k, v, out,
-//      mask query stride, mask key stride, scale float32 bits, element offsets of q, k, v, out, mask}
-// (all in elements). Passed to the kernel by value: a few hundred bytes of parameter space.
-template <int RB>
-struct Args {
-  int64_t sq, sk, d, dv;
-  int64_t nb[RB];
-  int64_t bs[5][RB];
-  int64_t q_rs, k_rs, v_rs, o_rs, m_sq, m_sk;
-  int64_t eo[5];
-  int64_t batch;  // product of nb
-  int64_t nqb;    // query tiles per batch item
-  float scale;
-
-  static Args read(const int64_t* d, int64_t block_q, bool scale_from_head_dim) {
-    Args a;
-    a.sq = d[0];
-    a.sk = d[1];
-    a.d = d[2];
-    a.dv = d[3];
-    const int64_t* nb = d + 4;
-    const int64_t* bs = nb + RB;
-    const int64_t* rs = bs + 5 * RB;
-    a.batch = 1;
-    for (int j = 0; j < RB; ++j) {
-      a.nb[j] = nb[j];
-      a.batch *= nb[j];
-      for (int o = 0; o < 5; ++o) a.bs[o][j] = bs[o * RB + j];
-    }
-    a.q_rs = rs[0];
-    a.k_rs = rs[1];
-    a.v_rs = rs[2];
-    a.o_rs = rs[3];
-    a.m_sq = rs[4];
-    a.m_sk = rs[5];
-    for (int o = 0; o < 5; ++o) a.eo[o] = rs[7 + o];
-    if (scale_from_head_dim) {  // a symbolic head dim: 1/sqrt(D) as the reference computes it
-      a.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(a.d)));
-    } else {
-      const uint32_t bits = static_cast<uint32_t>(rs[6]);
-      std::memcpy(&a.scale, &bits, 4);
-    }
-    a.nqb = cuda::ceil_div(a.sq, block_q);
-    return a;
-  }
-
-  // Element offsets of batch item b into q, k, v, out and mask (offsets of the views included).
-  __device__ __forceinline__ void offsets(int64_t b, int64_t off[5]) const {
-    for (int o = 0; o < 5; ++o) off[o] = eo[o];
-#pragma unroll
-    for (int j = RB - 1; j >= 0; --j) {
-      const int64_t idx = b % nb[j];
-      b /= nb[j];
-#pragma unroll
-      for (int o = 0; o < 5; ++o) off[o] += idx * bs[o][j];
-    }
-  }
-
-  // Whether every row of q, k, v and out starts on a 16-byte boundary (8 elements of 2 bytes),
-  // so tiles move as 16-byte cp.async / vector stores; otherwise the kernels copy element-wise.
-  bool rows_aligned(const void* const* ptrs) const {
-    for (int o = 0; o < 4; ++o) {
-      // ptrs = {out, q, k, v}: operand o (q, k, v, out) is ptrs[(o + 1) % 4]
-      const uintptr_t base = reinterpret_cast<uintptr_t>(ptrs[(o + 1) % 4]);
-      if ((base + static_cast<uintptr_t>(eo[o]) * 2) % 16 != 0) return false;
-      for (int j = 0; j < RB; ++j)
-        if (bs[o][j] % 8 != 0) return false;
-    }
-    return q_rs % 8 == 0 && k_rs % 8 == 0 && v_rs % 8 == 0 && o_rs % 8 == 0;
-  }
-};
-
-AIT_HD int64_t imin(int64_t a, int64_t b) { return a < b ? a : b; }
-AIT_HD int64_t imax(int64_t a, int64_t b) { return a > b ? a : b; }
 
 // Two floats rounded to T, lo in the low half: the register layout of an mma A fragment.
 template <typename T>
@@ -110,17 +34,6 @@ AIT_HD uint32_t pack2(float lo, float hi) {
 // sm_80+ primitives (also what sm_90a runs: the tensor-core path uses mma.sync, not wgmma)
 // ---------------------------------------------------------------------------------------------
 #if defined(__CUDACC__)
-
-// The kernel's dynamic shared memory.
-#define AIT_ATTN_SMEM(name) extern __shared__ __align__(128) unsigned char name[]
-
-// Past 48 KiB of dynamic shared memory a kernel must opt in, on each device it runs on (a cheap
-// host-side call, made before every launch that needs it).
-template <typename Kernel>
-inline void opt_in_smem(Kernel* kernel, int bytes, const char* what) {
-  if (bytes > 48 * 1024)
-    cuda::check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes), what);
-}
 
 __device__ __forceinline__ uint32_t smem_addr(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
@@ -176,19 +89,12 @@ __device__ __forceinline__ float exp2_approx(float x) {
   return y;
 }
 
-__device__ __forceinline__ void warp_sync() { __syncwarp(); }
 
 #else  // !__CUDACC__
 // The same primitives for a host compile of the kernels: tests/backends/cuda/cuda_host_emu.h runs
 // each CUDA thread as a fiber and provides __shfl_xor_sync, through which the warp-collective
 // operations below exchange fragments with the lane mapping the PTX ISA gives them. Then the whole
 // kernel (tiling, the cp.async ring, masks, tails, stores) runs on a machine without a GPU.
-
-// Blocks run one at a time there, so one static buffer serves every block.
-#define AIT_ATTN_SMEM(name) alignas(128) static unsigned char name[228 * 1024]
-
-template <typename Kernel>
-inline void opt_in_smem(Kernel*, int, const char*) {}
 
 // Lane `src`'s value of v (each lane names its own source; every lane of the warp must call).
 template <typename V>
@@ -270,7 +176,6 @@ inline void mma16816(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) 
 
 inline float exp2_approx(float x) { return std::exp2(x); }
 
-inline void warp_sync() { (void)__shfl_xor_sync(0xffffffffu, 0, 0); }  // every lane meets
 
 #endif  // __CUDACC__
 

@@ -15,7 +15,8 @@
 #include <string>
 #include <vector>
 
-#include "aitgen/rocm_math.hpp"
+#include "aitgen/gpu_kernel.h"
+#include "aitgen/gpu_math.h"
 #include "ck/ck.hpp"
 #include "ck/stream_config.hpp"
 #include "ck/host_utility/device_prop.hpp"
@@ -64,9 +65,9 @@ void run(Argument& arg, const char* name, const int64_t* d, int n_dims) {
     last.dims.assign(d, d + n_dims);
   }
   const size_t ws = op.GetWorkSpaceSize(&arg);
-  if (ws > 0) op.SetWorkSpacePointer(&arg, ::ait::rocm::workspace(ws, name));
+  if (ws > 0) op.SetWorkSpacePointer(&arg, ::ait::gpu::workspace(ws, name));
   auto invoker = op.MakeInvoker();
-  invoker.Run(arg, StreamConfig{::ait::rocm::stream(), false});
+  invoker.Run(arg, StreamConfig{::ait::gpu::stream(), false});
   const hipError_t err = hipGetLastError();
   if (err != hipSuccess) throw std::runtime_error(std::string(name) + ": " + hipGetErrorString(err));
 }
