@@ -124,6 +124,7 @@ class MockDevice:
         L, I64 = self.lib, ctypes.c_longlong
         L.aitmock_configure.argtypes = [ctypes.c_int] * 3 + [I64, I64]
         L.aitmock_add_kernel.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.POINTER(I64), ctypes.c_int, I64]
+        L.aitmock_set_arch_name.argtypes = [ctypes.c_char_p]
         L.aitmock_set_nodes.argtypes = [ctypes.c_int, ctypes.POINTER(I64)]
         L.aitmock_fail_at.argtypes = [I64]
         L.aitmock_launch.argtypes = [I64]
@@ -154,6 +155,7 @@ class MockDevice:
         default = "gfx90a" if self.hip else "sm_80"
         self.arch = arch or default
         self.lib.aitmock_configure(*ARCH_DEVICE.get(self.arch, ARCH_DEVICE[default]))
+        self.lib.aitmock_set_arch_name(self.arch.encode())
 
     def load_library(self, library: Path) -> ctypes.CDLL:
         """Register the kernels of `library` (their parameter layouts, from its device code), then

@@ -8,6 +8,7 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -257,6 +258,33 @@ AITMOCK_API cudaError_t cudaDeviceGetAttribute(int* v, cudaDeviceAttr attr, int 
   }
   return cudaSuccess;
 }
+#ifdef AITMOCK_HIP
+// What HIP code asks of a device beyond attributes: Composable Kernel checks its instances against
+// gcnArchName (ck::get_device_name) before accepting an argument.
+AITMOCK_API hipError_t hipGetDeviceProperties(hipDeviceProp_t* p, int dv) {
+  ENTER(d);
+  if (dv != 0) return ret(hipErrorInvalidDevice);
+  std::memset(p, 0, sizeof *p);
+  std::snprintf(p->name, sizeof p->name, "aitgen mock device");
+  std::snprintf(p->gcnArchName, sizeof p->gcnArchName, "%s", d.arch_name.c_str());
+  p->totalGlobalMem = d.range_hi - d.range_lo;
+  p->sharedMemPerBlock = static_cast<size_t>(d.smem_optin);
+  p->maxSharedMemoryPerMultiProcessor = static_cast<size_t>(d.smem_per_sm);
+  p->warpSize = AITMOCK_WARP_SIZE;
+  p->maxThreadsPerBlock = 1024;
+  p->maxThreadsPerMultiProcessor = d.max_threads_per_sm;
+  p->multiProcessorCount = d.sm_count;
+  p->major = d.cc_major, p->minor = d.cc_minor;
+  return hipSuccess;
+}
+// Kernel timing (Composable Kernel's invoker links it; aitgen's runs never time): no clock here.
+AITMOCK_API hipError_t hipEventElapsedTime(float* ms, hipEvent_t, hipEvent_t) {
+  ENTER(d);
+  d.fail("hipEventElapsedTime: kernel timing, which the mock device does not model");
+  if (ms) *ms = 0.f;
+  return ret(hipErrorNotReady);
+}
+#endif  // AITMOCK_HIP
 AITMOCK_API cudaError_t cudaDeviceSynchronize(void) {
   ENTER(d);
   if (capturing(d, "cudaDeviceSynchronize")) return ret(cudaErrorStreamCaptureUnsupported);

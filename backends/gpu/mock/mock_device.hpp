@@ -102,6 +102,7 @@ struct Device {
   int cc_major = 8, cc_minor = 0, sm_count = 108;
   int64_t smem_optin = 166912, smem_per_sm = 167936;
   int max_threads_per_sm = 2048;
+  std::string arch_name = "sm_80";  // the build's arch, as the device would name it (HIP: gcnArchName)
 
   uintptr_t range_lo = 0, range_hi = 0, next = 0;  // the reserved device address range
   std::map<uintptr_t, Allocation> allocations;      // by base; freed ones stay, marked dead

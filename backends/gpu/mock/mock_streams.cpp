@@ -237,6 +237,11 @@ AITMOCK_API void aitmock_configure(int cc_major, int cc_minor, int sm_count, lon
   d.cc_major = cc_major, d.cc_minor = cc_minor, d.sm_count = sm_count;
   d.smem_optin = smem_optin, d.smem_per_sm = smem_per_sm;
 }
+AITMOCK_API void aitmock_set_arch_name(const char* name) {
+  Device& d = dev();
+  Lock lock(d.mu);
+  d.arch_name = name ? name : "";
+}
 AITMOCK_API void aitmock_add_kernel(const char* name, int nparams, const long long* sizes, int max_threads,
                                     long long static_smem) {
   Device& d = dev();

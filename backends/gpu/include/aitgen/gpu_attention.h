@@ -32,7 +32,11 @@ struct Args {
   float scale;
 
   static Args read(const int64_t* d, int64_t block_q, bool scale_from_head_dim) {
+    // Zeroed first: the kernel argument is copied byte for byte, padding included (after `scale`),
+    // and stale stack bytes there would differ between runs and graph replays (and can look like
+    // a device pointer to the mock device's argument scan).
     Args a;
+    std::memset(&a, 0, sizeof a);
     a.sq = d[0];
     a.sk = d[1];
     a.d = d[2];
