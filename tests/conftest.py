@@ -96,3 +96,20 @@ def rocm_toolchain():
         locate.ck()
     except ToolchainError as e:
         pytest.skip(f"ROCm toolchain missing: {e}")
+
+
+@pytest.fixture
+def cli_copy_model(tmp_path):
+    """`module:build` of a copy-only model written to a file (a dynamic input returned as is and
+    reshaped), what `aitgen compile --target <gpu>` is checked with for every GPU backend."""
+    import textwrap
+    mod = tmp_path / "m.py"
+    mod.write_text(textwrap.dedent("""
+        import aitgen as ag
+        from aitgen import ops
+
+        def build():
+            x = ag.Tensor([ag.IntVar("b", 1, 8), 4], name="x")
+            return {"y": x, "flat": ops.reshape(x, [-1])}
+    """))
+    return f"{mod}:build"

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -136,21 +135,11 @@ def test_compile_failure_names_the_nvcc_command(cuda_toolchain, tmp_path):
     assert "undefined_call" in str(err)
 
 
-def test_cli_compile_for_cuda_without_a_gpu(cuda_toolchain, tmp_path, capsys):
+def test_cli_compile_for_cuda_without_a_gpu(cuda_toolchain, cli_copy_model, tmp_path, capsys):
     from aitgen.cli import main
 
-    mod = tmp_path / "m.py"
-    mod.write_text(textwrap.dedent("""
-        import numpy as np
-        import aitgen as ag
-        from aitgen import ops
-
-        def build():
-            x = ag.Tensor([ag.IntVar("b", 1, 8), 4], name="x")
-            return {"y": x, "flat": ops.reshape(x, [-1])}
-    """))
     work = tmp_path / "w"
-    assert main(["compile", f"{mod}:build", "--target", "cuda", "--arch", "sm_90a", "--workdir", str(work)]) == 0
+    assert main(["compile", cli_copy_model, "--target", "cuda", "--arch", "sm_90a", "--workdir", str(work)]) == 0
     out = capsys.readouterr().out
     meta = json.loads((work / "model.json").read_text())
     assert meta["arch"] == "sm_90a" and (work / meta["library"]).is_file()

@@ -227,20 +227,11 @@ def test_warm_rebuild_compiles_nothing(built, cache, tmp_path, monkeypatch):
     assert _meta(work)["library"] == _meta(built["gfx90a"])["library"]   # same sources and flags, same name
 
 
-def test_cli_compile_target_rocm(built, cache, tmp_path, capsys, monkeypatch):
+def test_cli_compile_target_rocm(built, cache, cli_copy_model, tmp_path, capsys, monkeypatch):
     from aitgen.cli import main
     monkeypatch.setenv("AITGEN_CACHE_DIR", str(cache))
-    mod = tmp_path / "m.py"
-    mod.write_text(textwrap.dedent("""
-        import aitgen as ag
-        from aitgen import ops
-
-        def build():
-            x = ag.Tensor([ag.IntVar("b", 1, 8), 4], name="x")
-            return {"y": x, "flat": ops.reshape(x, [-1])}
-    """))
     work = tmp_path / "w"
-    assert main(["compile", f"{mod}:build", "--target", "rocm", "--arch", "gfx940", "--workdir", str(work)]) == 0
+    assert main(["compile", cli_copy_model, "--target", "rocm", "--arch", "gfx940", "--workdir", str(work)]) == 0
     out = capsys.readouterr().out
     meta = _meta(work)
     assert (meta["target"], meta["arch"]) == ("rocm", "gfx940") and (work / meta["library"]).is_file()

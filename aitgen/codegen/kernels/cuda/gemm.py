@@ -2,7 +2,7 @@
 
 Every GEMM-shaped op becomes one problem in CUTLASS's terms: out[l, m, n] = sum_k A[l, m, k] B[l, k, n]
 with A and B each row- or column-major and a batch stride per operand (0: shared by every batch),
-then the epilogue. Which kernel runs it:
+then the epilogue (that geometry, shared with ROCm: gpu/gemm_problem.py). Which kernel runs it:
 
   sm_90a, float16/bfloat16, 16-byte aligned rows, no broadcast batch    gemm_sm90.cu.j2 (CUTLASS 3.x)
   float16/bfloat16 with rows of at least 4 bytes (either arch)          gemm_sm80.cu.j2 (CUTLASS 2.x)
@@ -23,108 +23,39 @@ import dataclasses
 from typing import Optional
 
 from ....errors import UnsupportedOpError
-from ....ir.dims import Dim, IntImm, prod
+from ....ir.dims import IntImm
 from ....ir.dtype import DType
 from ....ir.op import Op, OpKind
 from ....ir.tensor import Tensor
-from ....ops.fused import split_operands
 from ....profiler import candidates as cands
 from ....profiler import select
 from ...cexpr import STORAGE
 from ...lower import LowerContext, lowering
 from ...spec import KernelCall, KernelSpec
 from . import epilogue as evt
+from ..gpu import gemm_problem as problems
 from ..gpu.dialect import template as gpu_template
+from ..gpu.gemm_problem import GemmProblem
 from .configs import configs
 
 
-@dataclasses.dataclass(frozen=True)
-class GemmProblem:
-    """One GEMM-shaped op in CUTLASS's terms (see the module doc)."""
-    op: Op
-    out: Tensor
-    a: Tensor
-    b: Tensor
-    bias: Optional[Tensor]
-    extras: tuple[Tensor, ...]
-    m: Dim
-    n: Dim
-    k: Dim
-    l: Dim
-    a_col: bool        # A stored [K, M]
-    b_col: bool        # B stored [N, K]
-    batch_a: Dim       # element stride between batches; 0 when every batch reads the same matrix
-    batch_b: Dim
-    axes: evt.MnlAxes
-
-    @property
-    def lda(self) -> Dim:
-        return self.m if self.a_col else self.k
-
-    @property
-    def ldb(self) -> Dim:
-        return self.k if self.b_col else self.n
-
-    @property
-    def layouts(self) -> str:
-        return ("c" if self.a_col else "r") + ("c" if self.b_col else "r") + "r"
-
-
-def _dense_only(op: Op) -> None:
-    """Operands read through strided views (fuse_memory_ops sets them only where a lowering
-    declares the "operand_views" feature, which these do not) would be read wrong: refuse. So are
-    dtypes the CUTLASS templates are not instantiated for (float64, integers, float8: an fp8
-    GEMM on sm_90a is not written yet)."""
+def _cutlass_dtypes(op: Op) -> None:
+    """Dtypes the CUTLASS templates are not instantiated for (float64, integers, float8: an fp8
+    GEMM on sm_90a is not written yet): refuse, before the shared geometry's own checks."""
     for t in op.inputs:
         if t.dtype not in evt.CUTLASS_TYPE:
             raise UnsupportedOpError(f"{op.kind.value} '{op.name}': operand '{t.name}' is {t.dtype}; the CUDA "
                                      "GEMM kernels take float32, float16 or bfloat16")
-    if getattr(op.attrs, "operand_views", None) is not None:
-        raise UnsupportedOpError(f"{op.kind.value} '{op.name}': operands read through strided views have no "
-                                 "CUDA GEMM kernel")
 
 
 def gemm_problem(op: Op) -> GemmProblem:
-    _dense_only(op)
-    (own, extras) = split_operands(op.inputs, op.attrs)
-    a, b = own[:2]
-    bias = own[2] if len(own) == 3 else None
-    out = op.outputs[0]
-    ta, tb = op.attrs.trans_a, op.attrs.trans_b
-    m, n = prod(out.shape[:-1]), out.shape[-1]  # a's leading dims fold into M
-    k = a.shape[0] if ta else a.shape[-1]
-    return GemmProblem(op, out, a, b, bias, tuple(extras), m, n, k, IntImm(1), ta, tb, m * k, k * n,
-                       evt.MnlAxes.folded(len(out.shape)))
-
-
-def _batch_stride(t: Tensor, batch: tuple[Dim, ...], op: Op, what: str) -> Dim:
-    """An operand's stride between the result's batches: its matrix size if it has every batch
-    dim, 0 if it has none (all 1)."""
-    lead = [IntImm(1)] * (len(batch) - (len(t.shape) - 2)) + list(t.shape[:-2])
-    if all(d == 1 for d in lead):
-        return IntImm(0)
-    if all(d == o for d, o in zip(lead, batch)):
-        return t.shape[-2] * t.shape[-1]
-    raise UnsupportedOpError(f"bmm '{op.name}': operand {what} {list(t.shape)} broadcasts over part of the batch "
-                             f"dims {list(batch)}; the CUDA kernel takes operands with all of them or none")
+    _cutlass_dtypes(op)
+    return problems.gemm_problem(op, "CUDA")
 
 
 def bmm_problem(op: Op) -> GemmProblem:
-    _dense_only(op)
-    (a, b), extras = split_operands(op.inputs, op.attrs)
-    out = op.outputs[0]
-    ta, tb = op.attrs.trans_a, op.attrs.trans_b
-    k = a.shape[-2] if ta else a.shape[-1]
-    if not ta and all(d == 1 for d in b.shape[:-2]):
-        # One B for every batch: A's batch folds into M, one larger GEMM.
-        m, n = prod(out.shape[:-1]), out.shape[-1]
-        return GemmProblem(op, out, a, b, None, tuple(extras), m, n, k, IntImm(1), False, tb, m * k, k * n,
-                           evt.MnlAxes.folded(len(out.shape)))
-    batch = tuple(out.shape[:-2])
-    m, n = out.shape[-2:]
-    return GemmProblem(op, out, a, b, None, tuple(extras), m, n, k, prod(batch), ta, tb,
-                       _batch_stride(a, batch, op, "a"), _batch_stride(b, batch, op, "b"),
-                       evt.MnlAxes.batched(len(out.shape)))
+    _cutlass_dtypes(op)
+    return problems.bmm_problem(op, "CUDA")
 
 
 @dataclasses.dataclass
@@ -253,10 +184,7 @@ def _signature(op: Op, plan: evt.EpiloguePlan) -> str:
 
 
 def dense_result(ctx: LowerContext, op: Op, out: Tensor) -> None:
-    """A result written at strides (a slice of a concat, the memory plan) needs the
-    "strided_output" feature, which these lowerings do not declare: refuse rather than write densely."""
-    if getattr(ctx.plan, "strided_writes", {}).get(out) is not None:
-        raise UnsupportedOpError(f"{op.kind.value} '{op.name}': a result written at strides has no CUDA GEMM kernel")
+    problems.dense_result(ctx, op, out, "CUDA")
 
 
 def gemm_call(ctx: LowerContext, g: GemmProblem) -> list[KernelCall]:

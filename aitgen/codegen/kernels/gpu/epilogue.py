@@ -104,8 +104,10 @@ class EpiloguePlan:
     apply_operands: tuple[Tensor, ...] = ()
 
 
-def _functor(op: Op, out: Tensor, bias: bool, extras: Sequence[Tensor], epilogue: bool, who: str) -> dict:
-    """The scalar functor: (acc[, bias], extras...) -> the result in float32."""
+def functor(op: Op, out: Tensor, bias: bool, extras: Sequence[Tensor], epilogue: bool, who: str) -> dict:
+    """The scalar functor: (acc[, bias], extras...) -> the result in float32; with `epilogue`
+    False, acc[ + bias] alone (the kernel whose epilogue runs as a pass after it). Public: ROCm's
+    CK device ops call it as their CDE operation over the D tensors."""
     ep = getattr(op.attrs, "epilogue", None) if epilogue else None
     params = ["float acc"] + (["float bias"] if bias else [])
     statements = ["const float s0 = acc + bias;" if bias else "const float s0 = acc;"]
@@ -139,19 +141,19 @@ def plan(op: Op, out: Tensor, bias: Optional[Tensor], extras: Sequence[Tensor], 
     bias_loads = [Load("row", bias, IntImm(0), IntImm(1), IntImm(0))] if bias is not None else []
     loads = [classify(t, out.shape, axes) for t in extras]
     if any(ld is None for ld in loads):
-        return EpiloguePlan(_functor(op, out, bias is not None, (), False, who), bias_loads, out.dtype,
-                            apply=_functor(op, out, False, extras, True, who), apply_operands=tuple(extras))
-    return EpiloguePlan(_functor(op, out, bias is not None, extras, True, who), bias_loads + loads, out.dtype)
+        return EpiloguePlan(functor(op, out, bias is not None, (), False, who), bias_loads, out.dtype,
+                            apply=functor(op, out, False, extras, True, who), apply_operands=tuple(extras))
+    return EpiloguePlan(functor(op, out, bias is not None, extras, True, who), bias_loads + loads, out.dtype)
 
 
 def accumulator_functor(op: Op, out: Tensor, who: str) -> dict:
     """acc -> acc: the functor of a kernel whose whole epilogue runs in a pass after it."""
-    return _functor(op, out, False, (), False, who)
+    return functor(op, out, False, (), False, who)
 
 
 def full_functor(op: Op, out: Tensor, bias: Optional[Tensor], extras: Sequence[Tensor], who: str) -> dict:
     """The whole epilogue as one functor, for kernels that index every operand by strides."""
-    return _functor(op, out, bias is not None, extras, True, who)
+    return functor(op, out, bias is not None, extras, True, who)
 
 
 def general_loads(tensors: Sequence[Tensor], out: Tensor, first_ptr: int, first_dim: int) -> tuple[list[dict], list[Dim]]:

@@ -31,6 +31,7 @@ from ....ir.op import Op, OpKind
 from ....ops.fused import split_operands
 from ...lower import LowerContext, lowering
 from ...spec import KernelCall, KernelSpec
+from ..gpu.epilogue import MnlAxes
 from . import configs as ck
 from .gemm import AB_DTYPES, CK_TYPE, _limits, apply_calls, dense_result, epilogue_plan
 
@@ -68,7 +69,7 @@ def conv_kernel(op: Op, arch: str) -> tuple[dict, list, list, Optional[tuple]]:
     isz = x.dtype.itemsize
     _limits(what, dict(M=n * p * q, K=r * s * cg), dict(x=(n * h * wd * c, isz), w=(k * r * s * cg, isz),
             result=(n * p * q * k, out.dtype.itemsize)), cg)
-    plan = epilogue_plan(op, out, bias, extras, (), (0, 1, 2))
+    plan = epilogue_plan(op, out, bias, extras, MnlAxes.folded(4))  # M = N*P*Q
     ds = plan.ds
     vec_ab = ck.vector_width(cg, itemsize=isz)
     vec_c = ck.vector_width(IntImm(kg), itemsize=max(t.dtype.itemsize for t in [out, *[d.tensor for d in ds]]))

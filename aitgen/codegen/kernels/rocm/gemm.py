@@ -2,7 +2,7 @@
 
 Every GEMM-shaped op is one problem out[l, m, n] = sum_k A[l, m, k] B[l, k, n], A and B each
 row- or column-major, a batch stride per operand (0: one matrix for every batch), then the
-epilogue. gemm (and a bmm whose B is shared: its batch folds into M) runs
+epilogue (that geometry, shared with CUDA: gpu/gemm_problem.py). gemm (and a bmm whose B is shared: its batch folds into M) runs
 DeviceGemmMultipleD_Xdl_CShuffle, a batched bmm DeviceBatchedGemmMultiD_Xdl (gemm_ck.hip.j2).
 
 The epilogue is CK's CDE element-wise operation over the accumulator and D tensors: the op's bias
@@ -33,11 +33,13 @@ from ....ir.dims import Dim, IntImm, prod
 from ....ir.dtype import DType
 from ....ir.op import Op, OpKind
 from ....ir.tensor import Tensor
-from ....ops.fused import split_operands
 from ...lower import LowerContext, lowering
 from ...spec import KernelCall, KernelSpec
 from ..common.access import broadcast_strides
-from ..common.expr import expr_cpp
+from ..gpu import epilogue as shared
+from ..gpu import gemm_problem as problems
+from ..gpu.epilogue import MnlAxes, classify
+from ..gpu.gemm_problem import GemmProblem
 from . import configs as ck
 
 CK_TYPE = {DType.float16: "ck::half_t", DType.bfloat16: "ck::bhalf_t", DType.float32: "float"}
@@ -54,46 +56,20 @@ class DTensor:
     stride_l: Dim
 
 
-def d_tensor(t: Tensor, out_shape: Sequence[Dim], l_axes: tuple[int, ...],
-             m_axes: tuple[int, ...]) -> Optional[DTensor]:
-    """`t` read over the result (N its last axis, M the m_axes, L the l_axes) as a D tensor, or
-    None where CK's row-major D cannot express its broadcast (along N, or over part of M or L)."""
-    strides = broadcast_strides(tuple(t.shape), tuple(out_shape))
-    zero = IntImm(0)
-
-    def dense(axes: tuple[int, ...]) -> Optional[bool]:
-        spans = [not (strides[i] == zero and out_shape[i] != 1) for i in axes]
-        if all(spans) or not any(spans):
-            return bool(axes) and all(spans)
+def d_tensor(t: Tensor, out_shape: Sequence[Dim], axes: MnlAxes) -> Optional[DTensor]:
+    """`t` read over the result as a D tensor, or None where CK's row-major D cannot express its
+    broadcast: the shared plan's loads (gpu/epilogue.py classify) less those that broadcast along N
+    (col, scalar), since CK reads every D along N with the output's vectors."""
+    ld = classify(t, out_shape, axes)
+    if ld is None or ld.stride_n == IntImm(0):
         return None
-
-    n_dense = not (strides[-1] == zero and out_shape[-1] != 1)
-    m_dense, l_dense = dense(m_axes), dense(l_axes)
-    if not n_dense or m_dense is None or l_dense is None:
-        return None
-    return DTensor(t, strides[m_axes[-1]] if m_dense else zero, strides[l_axes[-1]] if l_dense else zero)
+    return DTensor(t, ld.stride_m, ld.stride_l)
 
 
 def functor(op: Op, bias: bool, extras: Sequence[Tensor], epilogue: bool = True) -> dict:
     """The epilogue as one scalar functor (acc[, bias], extras...) -> float, from attrs.epilogue
-    (without it, `epilogue=False`: acc[ + bias])."""
-    ep = getattr(op.attrs, "epilogue", None) if epilogue else None
-    params = ["float acc"] + (["float bias"] if bias else [])
-    statements = ["const float s0 = acc + bias;" if bias else "const float s0 = acc;"]
-    functions: list[str] = []
-    result = "s0"
-    if ep is not None:
-        acc_dtype = op.inputs[0].dtype
-        dtypes = [acc_dtype] + [t.dtype for t in extras]
-        if ep.expr.slot_dtypes(dtypes)[ep.expr.outputs[0]] != op.outputs[0].dtype:
-            raise UnsupportedOpError(f"{op.kind.value} '{op.name}': an epilogue that changes the result's dtype "
-                                     "has no ROCm kernel")
-        cpp = expr_cpp(ep.expr, dtypes, prefix="ep", qualifier="AIT_HD")
-        functions = cpp["functions"]
-        params += [f"float s{j + 1}" for j in range(len(extras))]
-        statements += cpp["statements"]
-        result = f"s{ep.expr.outputs[0]}"
-    return dict(functions=functions, params=params, statements=statements, result=result)
+    (without it, `epilogue=False`: acc[ + bias]): the GPU backends' one rendering of it."""
+    return shared.functor(op, op.outputs[0], bias, extras, epilogue, "ROCm")
 
 
 @dataclasses.dataclass
@@ -107,7 +83,7 @@ class EpiloguePlan:
 
 
 def epilogue_plan(op: Op, out: Tensor, bias: Optional[Tensor], extras: Sequence[Tensor],
-                  l_axes: tuple[int, ...], m_axes: tuple[int, ...]) -> EpiloguePlan:
+                  axes: MnlAxes) -> EpiloguePlan:
     """The D tensors in the functor's argument order (the bias row, then the extras) and the
     functor, or the bias alone and the separate pass."""
     what = f"{op.kind.value} '{op.name}'"
@@ -116,7 +92,7 @@ def epilogue_plan(op: Op, out: Tensor, bias: Optional[Tensor], extras: Sequence[
             raise UnsupportedOpError(f"{what}: epilogue operand '{t.name}' is {t.dtype}; the ROCm epilogue reads "
                                      "float16, bfloat16 or float32")
     ds = [DTensor(bias, IntImm(0), IntImm(0))] if bias is not None else []
-    found = [d_tensor(t, out.shape, l_axes, m_axes) for t in extras]
+    found = [d_tensor(t, out.shape, axes) for t in extras]
     if all(d is not None for d in found):
         return EpiloguePlan(functor(op, bias is not None, extras), ds + found)
     return EpiloguePlan(functor(op, bias is not None, (), epilogue=False), ds, apply_kernel(op, out, extras))
@@ -144,84 +120,12 @@ def apply_kernel(op: Op, out: Tensor, extras: Sequence[Tensor]) -> tuple[dict, l
     return params, [out] + list(extras), dims
 
 
-@dataclasses.dataclass(frozen=True)
-class GemmProblem:
-    op: Op
-    out: Tensor
-    a: Tensor
-    b: Tensor
-    bias: Optional[Tensor]
-    extras: tuple[Tensor, ...]
-    m: Dim
-    n: Dim
-    k: Dim
-    l: Dim
-    a_col: bool        # A stored [K, M]
-    b_col: bool        # B stored [N, K]
-    batch_a: Dim
-    batch_b: Dim
-    l_axes: tuple[int, ...]
-    m_axes: tuple[int, ...]
-
-    @property
-    def lda(self) -> Dim:
-        return self.m if self.a_col else self.k
-
-    @property
-    def ldb(self) -> Dim:
-        return self.k if self.b_col else self.n
-
-    @property
-    def layouts(self) -> str:
-        return ("c" if self.a_col else "r") + ("c" if self.b_col else "r") + "r"
-
-
-def _checked(op: Op) -> None:
-    if getattr(op.attrs, "operand_views", None) is not None:
-        raise UnsupportedOpError(f"{op.kind.value} '{op.name}': operands read through strided views have no "
-                                 "ROCm GEMM kernel")
-
-
 def gemm_problem(op: Op) -> GemmProblem:
-    _checked(op)
-    own, extras = split_operands(op.inputs, op.attrs)
-    a, b = own[:2]
-    bias = own[2] if len(own) == 3 else None
-    out = op.outputs[0]
-    ta, tb = op.attrs.trans_a, op.attrs.trans_b
-    m, n = prod(out.shape[:-1]), out.shape[-1]
-    k = a.shape[0] if ta else a.shape[-1]
-    r = len(out.shape)
-    return GemmProblem(op, out, a, b, bias, tuple(extras), m, n, k, IntImm(1), ta, tb, m * k, k * n,
-                       (), tuple(range(r - 1)))
-
-
-def _batch_stride(t: Tensor, batch: tuple[Dim, ...], op: Op, what: str) -> Dim:
-    lead = [IntImm(1)] * (len(batch) - (len(t.shape) - 2)) + list(t.shape[:-2])
-    if all(d == 1 for d in lead):
-        return IntImm(0)
-    if all(d == o for d, o in zip(lead, batch)):
-        return t.shape[-2] * t.shape[-1]
-    raise UnsupportedOpError(f"bmm '{op.name}': operand {what} {list(t.shape)} broadcasts over part of the batch "
-                             f"dims {list(batch)}; the ROCm kernel takes operands with all of them or none")
+    return problems.gemm_problem(op, "ROCm")
 
 
 def bmm_problem(op: Op) -> GemmProblem:
-    _checked(op)
-    (a, b), extras = split_operands(op.inputs, op.attrs)
-    out = op.outputs[0]
-    ta, tb = op.attrs.trans_a, op.attrs.trans_b
-    k = a.shape[-2] if ta else a.shape[-1]
-    r = len(out.shape)
-    if not ta and all(d == 1 for d in b.shape[:-2]):
-        m, n = prod(out.shape[:-1]), out.shape[-1]   # one B for every batch: one larger GEMM
-        return GemmProblem(op, out, a, b, None, tuple(extras), m, n, k, IntImm(1), False, tb, m * k, k * n,
-                           (), tuple(range(r - 1)))
-    batch = tuple(out.shape[:-2])
-    m, n = out.shape[-2:]
-    return GemmProblem(op, out, a, b, None, tuple(extras), m, n, k, prod(batch), ta, tb,
-                       _batch_stride(a, batch, op, "a"), _batch_stride(b, batch, op, "b"),
-                       tuple(range(r - 2)), (r - 2,))
+    return problems.bmm_problem(op, "ROCm")
 
 
 def _limits(what: str, sizes: dict, tensors: dict, k: Dim) -> None:
@@ -248,7 +152,7 @@ def gemm_kernel(g: GemmProblem, arch: str) -> tuple[dict, list, list, Optional[t
                                  "kernel; it takes float16, bfloat16 or float32 operands")
     _limits(what, dict(M=g.m, N=g.n, K=g.k, batch=g.l), dict(A=(g.m * g.k, g.a.dtype.itemsize),
             B=(g.k * g.n, g.b.dtype.itemsize), result=(g.m * g.n, out.dtype.itemsize)), g.k)
-    plan = epilogue_plan(op, out, g.bias, g.extras, g.l_axes, g.m_axes)
+    plan = epilogue_plan(op, out, g.bias, g.extras, g.axes)
     ds = plan.ds
     # Vector widths: each must divide the size CK checks and the stride the vectors run across.
     isz = g.a.dtype.itemsize
@@ -272,9 +176,7 @@ def gemm_kernel(g: GemmProblem, arch: str) -> tuple[dict, list, list, Optional[t
 
 
 def dense_result(ctx: LowerContext, op: Op, out: Tensor) -> None:
-    """A result written at strides needs the "strided_output" feature, not declared here: refuse."""
-    if getattr(ctx.plan, "strided_writes", {}).get(out) is not None:
-        raise UnsupportedOpError(f"{op.kind.value} '{op.name}': a result written at strides has no ROCm GEMM kernel")
+    problems.dense_result(ctx, op, out, "ROCm")
 
 
 def gemm_call(ctx: LowerContext, g: GemmProblem) -> list[KernelCall]:
