@@ -59,37 +59,45 @@ cudaError_t copy_op(Device& d, void* dst, const void* src, size_t n, Stream* s, 
 
 }  // namespace
 
-#ifdef AITMOCK_HIP
-// ---- registration and launch (what hipcc's host stubs call) ----
+// ---- registration and launch (what the compiler's host stubs call) ----
 
+namespace {
+// The launch configuration between the compiler's push (at the <<<...>>>) and its stub's pop.
+thread_local dim3 t_grid, t_block;
+thread_local size_t t_smem = 0;
+thread_local cudaStream_t t_stream = nullptr;
+
+void register_function(const void* host_stub, const char* device_name) {
+  Device& d = dev();
+  Lock lock(d.mu);
+  d.functions[host_stub] = device_name;
+}
+void push_config(dim3 grid, dim3 block, size_t smem, cudaStream_t stream) {
+  t_grid = grid, t_block = block, t_smem = smem, t_stream = stream;
+}
+void pop_config(dim3* grid, dim3* block, size_t* smem, cudaStream_t* stream) {
+  *grid = t_grid, *block = t_block, *smem = t_smem, *stream = t_stream;
+}
+}  // namespace
+
+#ifdef AITMOCK_HIP  // hipcc's stubs
 AITMOCK_API void** __hipRegisterFatBinary(const void* data) { return static_cast<void**>(const_cast<void*>(data)); }
 AITMOCK_API void __hipUnregisterFatBinary(void**) {}
 AITMOCK_API void __hipRegisterVar(void**, void*, char*, char*, int, size_t, int, int) {}
 AITMOCK_API void __hipRegisterFunction(void**, const void* hostFun, char*, const char* deviceName, unsigned int,
                                        uint3*, uint3*, dim3*, dim3*, int*) {
-  Device& d = dev();
-  Lock lock(d.mu);
-  d.functions[hostFun] = deviceName;
+  register_function(hostFun, deviceName);
 }
-
-namespace {
-thread_local dim3 t_grid, t_block;
-thread_local size_t t_smem = 0;
-thread_local hipStream_t t_stream = nullptr;
-}  // namespace
-
 AITMOCK_API hipError_t __hipPushCallConfiguration(dim3 grid, dim3 block, size_t smem, hipStream_t stream) {
-  t_grid = grid, t_block = block, t_smem = smem, t_stream = stream;
+  push_config(grid, block, smem, stream);
   return hipSuccess;
 }
 AITMOCK_API hipError_t __hipPopCallConfiguration(dim3* grid, dim3* block, size_t* smem, hipStream_t* stream) {
-  *grid = t_grid, *block = t_block, *smem = t_smem, *stream = t_stream;
+  pop_config(grid, block, smem, stream);
   return hipSuccess;
 }
 
-#else
-// ---- registration and launch (what nvcc's host stubs call) ----
-
+#else  // nvcc's stubs
 AITMOCK_API void** __cudaRegisterFatBinary(void* fatCubin) { return static_cast<void**>(fatCubin); }
 AITMOCK_API void __cudaRegisterFatBinaryEnd(void**) {}
 AITMOCK_API void __cudaUnregisterFatBinary(void**) {}
@@ -97,24 +105,14 @@ AITMOCK_API char __cudaInitModule(void**) { return 1; }
 AITMOCK_API void __cudaRegisterVar(void**, char*, char*, const char*, int, size_t, int, int) {}
 AITMOCK_API void __cudaRegisterFunction(void**, const char* hostFun, char*, const char* deviceName, int, uint3*,
                                         uint3*, dim3*, dim3*, int*) {
-  Device& d = dev();
-  Lock lock(d.mu);
-  d.functions[hostFun] = deviceName;
+  register_function(hostFun, deviceName);
 }
-
-namespace {
-thread_local dim3 t_grid, t_block;
-thread_local size_t t_smem = 0;
-thread_local cudaStream_t t_stream = nullptr;
-}  // namespace
-
 AITMOCK_API unsigned __cudaPushCallConfiguration(dim3 grid, dim3 block, size_t smem, struct CUstream_st* stream) {
-  t_grid = grid, t_block = block, t_smem = smem, t_stream = stream;
+  push_config(grid, block, smem, stream);
   return 0;
 }
 AITMOCK_API cudaError_t __cudaPopCallConfiguration(dim3* grid, dim3* block, size_t* smem, void* stream) {
-  *grid = t_grid, *block = t_block, *smem = t_smem;
-  *static_cast<cudaStream_t*>(stream) = t_stream;
+  pop_config(grid, block, smem, static_cast<cudaStream_t*>(stream));
   return cudaSuccess;
 }
 AITMOCK_API cudaError_t __cudaGetKernel(cudaKernel_t* out, const void* fun) {
