@@ -359,3 +359,26 @@ def test_mock_run(built, arch):
                           text=True)
     assert proc.returncode == 0, proc.stderr
     assert "all checks passed" in proc.stdout
+
+
+HOSTILE = 'x"\\\n*/ #include <cstdlib>\nint f(){system("rm -rf /");}'
+
+
+def test_hostile_names_reach_cpp_escaped(rocm_toolchain, tmp_path):
+    """Tensor and op names from a user reach the ROCm build's C++ only as escaped literals: the build
+    compiles, runs on the mock, keeps the names, and a bad call names the input and leaves the model usable."""
+    import numpy as np
+    x = ag.Tensor([ag.IntVar("b", 1, 8), 4], name=HOSTILE)
+    y = ops.relu(x)
+    y.name = HOSTILE + "_out"
+    work = ag.compile_model({HOSTILE + "_out": y}, target="rocm", arch="gfx90a", workdir=tmp_path / "h", load=False)
+    src = (work / "obj" / "src" / "model.hip").read_text()
+    assert "\n*/ #include" not in src and "#include <cstdlib>\nint f()" not in src   # only escaped (\\n) in a literal
+    v = np.random.default_rng(1).standard_normal((3, 4)).astype(np.float32)
+    with ag.Model.load(work, mock_device=True) as m:
+        assert list(m.input_specs) == [HOSTILE]
+        m.run({HOSTILE: v})
+        assert not m.mock_run().failures
+        with pytest.raises(ag.errors.AitgenError, match="rm -rf"):
+            m.run({HOSTILE: v[:, :3]})
+        m.run({HOSTILE: v})
