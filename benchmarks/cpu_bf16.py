@@ -31,7 +31,6 @@ sys.path.insert(0, str(HERE))
 import cpu_vs_peers as peers  # noqa: E402  (make_feeds, nchw, runners, interleave: one definition)
 
 TARGET_SPEEDUP = 4.0  # the issue's goal on AMX: aitgen bf16 >= 4x faster than onnxruntime fp32
-ISA_FLAGS = ("avx512f", "avx512_bf16", "avx512_fp16", "amx_bf16", "amx_tile", "f16c")
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -42,6 +41,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--max-rounds", type=int, default=None, help="rounds in all, busy ones included (2x rounds)")
     ap.add_argument("--iters", type=int, default=5)
     ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--pause", type=float, default=0.5, help="sleep before each turn (cpu_vs_peers --pause)")
     ap.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)))
     ap.add_argument("--max-foreign", type=float, default=1.0,
                     help="drop rounds when other processes used more than this share of the cores (1: keep all)")
@@ -55,13 +55,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     return args
 
 
-def cpu_isa() -> dict:
-    """The CPU's model name and the flags that decide bf16/fp16 speed (Linux /proc/cpuinfo)."""
-    text = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
-    lines = text.splitlines()
-    name = next((ln.split(":", 1)[1].strip() for ln in lines if ln.startswith("model name")), "")
-    flags = set(next((ln.split(":", 1)[1].split() for ln in lines if ln.startswith("flags")), []))
-    return {"model_name": name, "flags": {f: f in flags for f in ISA_FLAGS}}
+cpu_isa = peers.cpu_isa  # one definition (the JSONs of every CPU benchmark carry it)
 
 
 def max_abs(outs: dict, ref: dict) -> dict:

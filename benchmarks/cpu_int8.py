@@ -14,7 +14,7 @@ error vs float32 no worse than ORT int8's. Error: max abs difference of each out
 float32 twin (aitgen/models/torch_refs.py). Timing: medians of interleaved rounds (cpu_vs_peers's
 interleave) of aitgen int8, aitgen fp32, onnxruntime fp32 and onnxruntime int8, on --threads
 threads (default 2). The JSON (benchmarks/results/cpu_int8[_small].json) records the CPU ISA
-(cpu_bf16's cpu_isa plus the VNNI flags), the int8 build's oneDNN implementations and precision.
+(cpu_vs_peers.cpu_isa: AVX2, VNNI, AVX512-BF16, AMX), the int8 build's oneDNN implementations and precision.
 """
 from __future__ import annotations
 
@@ -31,7 +31,6 @@ import cpu_bf16  # noqa: E402  (max_abs, timed, write_results)
 import cpu_vs_peers as peers  # noqa: E402  (CONFIGS, make_feeds, nchw, runners, interleave, environment)
 
 TARGET_SPEEDUP = 1.3
-ISA_FLAGS = cpu_bf16.ISA_FLAGS + ("avx2", "avx512_vnni", "avx_vnni", "amx_int8")
 ORT_METHODS = {"minmax": "MinMax", "percentile": "Percentile", "entropy": "Entropy"}
 
 
@@ -45,6 +44,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--max-rounds", type=int, default=None)
     ap.add_argument("--iters", type=int, default=5)
     ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--pause", type=float, default=0.5, help="sleep before each turn (cpu_vs_peers --pause)")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--max-foreign", type=float, default=1.0,
                     help="drop rounds when other processes used more than this share of the cores (1: keep all)")
@@ -57,14 +57,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     return args
 
 
-def cpu_isa() -> dict:
-    flags = set()
-    if Path("/proc/cpuinfo").exists():
-        flags = set(next((ln.split(":", 1)[1].split() for ln in Path("/proc/cpuinfo").read_text().splitlines()
-                          if ln.startswith("flags")), []))
-    isa = cpu_bf16.cpu_isa()
-    isa["flags"].update({f: f in flags for f in ISA_FLAGS})
-    return isa
+cpu_isa = peers.cpu_isa  # every flag that matters to int8 (VNNI, AMX-INT8) is in its list
 
 
 def ort_int8(path: Path, out: Path, calib: list, method: str) -> Path:

@@ -16,7 +16,7 @@ pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
 
 SCRIPT = pathlib.Path(__file__).resolve().parents[2] / "benchmarks" / "cpu_vs_peers.py"
-FRAMEWORKS = ("aitgen", "onnxruntime", "torch")
+FRAMEWORKS = ("aitgen", "aitgen_onnx", "onnxruntime", "torch")
 
 
 def test_small_run_agrees_and_writes_json(tmp_path):
@@ -25,7 +25,7 @@ def test_small_run_agrees_and_writes_json(tmp_path):
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     # --max-foreign 1: keep every round (another test worker may share the cores).
     proc = subprocess.run([sys.executable, str(SCRIPT), "--small", "--rounds", "2", "--iters", "1", "--warmup", "1",
-                           "--max-foreign", "1",
+                           "--max-foreign", "1", "--pause", "0.05", "--models", "bert_base,resnet50",
                            "--out", str(out), "--workdir", str(tmp_path / "work")],
                           capture_output=True, text=True, timeout=600, env=env)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
@@ -35,7 +35,7 @@ def test_small_run_agrees_and_writes_json(tmp_path):
     env = doc["environment"]
     assert env["small"] is True and env["rounds"] == 2
     assert env["threads"] == len(os.sched_getaffinity(0)) and env["OMP_NUM_THREADS"] == str(env["threads"])
-    assert doc["target_ratio"] == 1.5
+    assert doc["target_ratio"] == 0.8 and env["pause_s"] == 0.05 and "avx2" in env["cpu_isa"]["flags"]
     assert list(doc["models"]) == ["bert_base", "resnet50"]
     outputs = {"bert_base": {"last_hidden_state", "pooler_output"}, "resnet50": {"logits"}}
     for name, e in doc["models"].items():
@@ -52,7 +52,7 @@ def test_small_run_agrees_and_writes_json(tmp_path):
             assert len(lat["rounds"]) == 2 and lat["min"] <= lat["median"] <= lat["max"] and lat["min"] > 0
         assert e["rounds"]["kept"] == 2 and e["rounds"]["dropped"] == 0  # --max-foreign 1 keeps every round
         assert len(e["rounds"]["foreign_cpu_share"]) == 2
-        assert set(e["ratio"]) == {"aitgen/onnxruntime", "aitgen/torch"}
+        assert set(e["ratio"]) == {"aitgen/onnxruntime", "aitgen_onnx/onnxruntime", "aitgen/torch"}
         assert e["ratio"]["aitgen/onnxruntime"] == pytest.approx(
             e["latency_ms"]["aitgen"]["median"] / e["latency_ms"]["onnxruntime"]["median"])
         assert isinstance(e["target"]["met"], bool)
