@@ -125,6 +125,11 @@ def test_small_resnet_int8(tmp_path):
     prims = int8_primitives(report)
     assert any(p["primitive"] == "convolution_int8" for p in prims)
     assert not any(p["impl"].startswith("ref") for p in prims), prims
+    # relu(conv3 + residual) and the stem's relu are oneDNN post-ops (epilogue.INT8_RELU), not a
+    # second pass over the float32 result
+    srcs = [p.read_text() for p in (tmp_path / "obj" / "src").glob("k_*.cpp")]
+    assert sum("od::PostAlg::add" in s and "od::PostAlg::relu" in s for s in srcs) >= 1
+    assert not any("epilogue_loop" in s and "int8: x is" in s and "od::PostAlg" not in s for s in srcs)
     matches_both_oracles(m, g, outputs, feeds_for(inputs, rng), 0.15)
 
 

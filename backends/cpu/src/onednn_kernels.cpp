@@ -82,6 +82,7 @@ dnnl::algorithm algorithm_of(PostAlg a) {
     case PostAlg::sub: return A::binary_sub;
     case PostAlg::mul: return A::binary_mul;
     case PostAlg::div: return A::binary_div;
+    case PostAlg::relu: return A::eltwise_relu;
   }
   throw std::runtime_error("oneDNN kernel: unknown post-op");
 }

@@ -21,7 +21,8 @@ enum class Storage : int { f32 = 0, f16 = 1, bf16 = 2 };
 // reduction. Only the post-ops that keep NaN and +-inf as the op defines them: oneDNN's relu, clip,
 // max and min drop NaN, gelu_erf, exp and pow(x, -0.5) get +-inf or NaN wrong, so the loop does those.
 enum class PostAlg : int {
-  gelu_tanh, tanh, logistic, swish, hardswish, linear, abs, sqrt, pow, add, sub, mul, div
+  gelu_tanh, tanh, logistic, swish, hardswish, linear, abs, sqrt, pow, add, sub, mul, div,
+  relu  // int8 kernels only (kernels/cpu/epilogue.py INT8_RELU)
 };
 struct PostOp {
   PostAlg alg;
