@@ -14,8 +14,12 @@ their plain (fast) form on every ISA. The float part differs from the kernel by 
 (oneDNN may scale acc in another order), a few ulps of the output.
 
 Requantisation (quantize_int8 fuses it where every reader is an int8 op that quantises the result
-the same way): with `out_act` set, the result y is stored quantised, clip(rint(y / out_scale)), the
-own operand after the bias, and an x already of type `act` is read as it is (no quantisation).
+the same way, or reads it as a quantised epilogue operand): with `out_act` set, the result after the
+epilogue is stored quantised, clip(rint(y / out_scale)), out_scale the last own operand, and an x
+already of type `act` is read as it is (no quantisation).
+
+Quantised epilogue operands: `extra_scales[j]` > 0 says extra j is int8/uint8 holding
+extra / extra_scales[j] (a requantised residual); the epilogue reads float32(q) * scale.
 """
 from __future__ import annotations
 
@@ -29,7 +33,7 @@ from ..ir.dims import shape_str
 from ..ir.dtype import DType
 from ..ir.op import OpKind
 from .conv import Conv2dAttrs, _infer_conv, conv2d_nhwc
-from .fused import MAX_EXTRA, Epilogue, with_epilogue_infer, with_epilogue_reference
+from .fused import MAX_EXTRA, Epilogue, split_operands, with_epilogue_infer
 from .operand_views import StridedView, with_views_infer, with_views_reference
 from .registry import Category, check, register
 
@@ -46,7 +50,8 @@ class QGemmAttrs:
     act: DType = DType.int8
     epilogue: Optional[Epilogue] = None
     operand_views: Optional[tuple[Optional[StridedView], ...]] = None  # as GemmAttrs's (a only)
-    out_act: Optional[DType] = None   # the result requantised (int8 / uint8) by out_scale; no epilogue then
+    out_act: Optional[DType] = None   # the result (after the epilogue) requantised to int8 / uint8 by out_scale
+    extra_scales: tuple[float, ...] = ()   # per epilogue extra: 0 (float) or the scale of a quantised one
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,6 +64,7 @@ class QConv2dAttrs:
     act: DType = DType.int8
     epilogue: Optional[Epilogue] = None
     out_act: Optional[DType] = None   # as QGemmAttrs.out_act
+    extra_scales: tuple[float, ...] = ()   # as QGemmAttrs.extra_scales
 
 
 def quantize_activation(x: np.ndarray, scale: float, act: DType) -> np.ndarray:
@@ -88,8 +94,6 @@ def _check_quant(inputs, n, attrs) -> None:
         raise DTypeError(f"x must be float32 or {attrs.act} (already quantised), got {x.dtype}")
     if w.dtype is not DType.int8:
         raise DTypeError(f"the weight must be int8, got {w.dtype}")
-    if n_out and attrs.epilogue is not None:
-        raise DTypeError("a requantised result (out_act) takes no epilogue")
     for what, t in (("x_scale", xs), ("w_scale", ws), ("bias", bias), ("out_scale", out_scale)):
         if t is not None and t.dtype is not DType.float32:
             raise DTypeError(f"{what} must be float32, got {t.dtype}")
@@ -102,17 +106,59 @@ def _check_quant(inputs, n, attrs) -> None:
 
 
 def _dequant(acc: np.ndarray, args, attrs) -> np.ndarray:
-    """float32(acc) * (x_scale * w_scale) + bias, the order oneDNN computes it in; then, with
-    out_act, requantised by out_scale."""
-    _, _, xs, ws, bias, out_scale = own_parts(args, attrs)
+    """float32(acc) * (x_scale * w_scale) + bias, the order oneDNN computes it in (the epilogue
+    and the requantisation come after: _with_quant_epilogue)."""
+    _, _, xs, ws, bias, _ = own_parts(args, attrs)
     scale = (xs.astype(np.float32)[0] * ws.astype(np.float32)).astype(np.float32)
     out = acc.astype(np.float32) * scale
     if bias is not None:
         out = out + bias
-    out = out.astype(np.float32)
-    if out_scale is not None:
-        return quantize_activation(out, float(out_scale[0]), attrs.out_act)
-    return out
+    return out.astype(np.float32)
+
+
+def _extra_scales(attrs, n: int) -> tuple[float, ...]:
+    s = tuple(attrs.extra_scales)
+    return s if s else (0.0,) * n
+
+
+def _with_quant_infer(infer):
+    """The epilogue's rules with each quantised extra standing in as float32; the result is
+    out_act when requantised, else what the epilogue gives."""
+    def wrapped(inputs, attrs):
+        own, extra = split_operands(inputs, attrs)
+        scales = _extra_scales(attrs, len(extra))
+        check(len(scales) == len(extra), f"extra_scales has {len(scales)} entries for {len(extra)} epilogue operands")
+        stand = []
+        for t, sc in zip(extra, scales):
+            if sc:
+                if t.dtype not in ACT_RANGES or not sc > 0:
+                    raise DTypeError(f"quantised epilogue operand '{t.name}' must be int8 or uint8 with a "
+                                     f"positive scale, got {t.dtype} and {sc}")
+                from ..ir.tensor import Tensor
+                t = Tensor(t.shape, DType.float32)
+            stand.append(t)
+        ((shape, dtype),) = with_epilogue_infer(infer)(own + stand, attrs)
+        return [(shape, attrs.out_act or dtype)]
+    return wrapped
+
+
+def _with_quant_epilogue(ref):
+    """dequantised result -> epilogue (quantised extras read as float32(q) * scale) -> requantised
+    by out_scale when out_act is set."""
+    def wrapped(args, attrs, ctx):
+        own, extra = split_operands(args, attrs)
+        (out,) = ref(own, attrs, ctx)
+        ep = attrs.epilogue
+        if ep is not None:
+            deq = [np.asarray(x).astype(np.float32) * np.float32(sc) if sc else x
+                   for x, sc in zip(extra, _extra_scales(attrs, len(extra)))]
+            (out,) = ep.expr.evaluate([out] + deq)
+            out = np.broadcast_to(out, ctx.out_shapes[0]).astype(np.float32)
+        out_scale = own_parts(own, attrs)[5]
+        if out_scale is not None:
+            return [quantize_activation(out, float(out_scale[0]), attrs.out_act)]
+        return [out]
+    return wrapped
 
 
 # -- qgemm ----------------------------------------------------------------------------------
@@ -139,8 +185,8 @@ def _ref_qgemm(args, attrs: QGemmAttrs, ctx):
     return [_dequant(acc, args, attrs)]
 
 
-register(OpKind.QGEMM, Category.GEMM, QGemmAttrs, with_views_infer(with_epilogue_infer(_infer_qgemm)),
-         with_views_reference(with_epilogue_reference(_ref_qgemm)), num_inputs=(4, 6 + MAX_EXTRA))
+register(OpKind.QGEMM, Category.GEMM, QGemmAttrs, with_views_infer(_with_quant_infer(_infer_qgemm)),
+         with_views_reference(_with_quant_epilogue(_ref_qgemm)), num_inputs=(4, 6 + MAX_EXTRA))
 
 
 # -- qconv2d --------------------------------------------------------------------------------
@@ -168,5 +214,5 @@ def _ref_qconv(args, attrs: QConv2dAttrs, ctx):
     return [_dequant(np.rint(acc).astype(np.int64), args, attrs)]
 
 
-register(OpKind.QCONV2D, Category.CONV, QConv2dAttrs, with_epilogue_infer(_infer_qconv),
-         with_epilogue_reference(_ref_qconv), num_inputs=(4, 6 + MAX_EXTRA))
+register(OpKind.QCONV2D, Category.CONV, QConv2dAttrs, _with_quant_infer(_infer_qconv),
+         _with_quant_epilogue(_ref_qconv), num_inputs=(4, 6 + MAX_EXTRA))

@@ -9,10 +9,12 @@ stands here through the oracle; then each op becomes a QGEMM / QCONV2D (ops/qlin
 - its activation per tensor, int8 symmetric or uint8 (a non-negative one), with the calibrated scale;
 - int32 accumulation, then dequantisation, bias and the op's fused epilogue in float32;
 - requantisation fused (_requantize): where every reader of the result is an int8 op that
-  quantises it the same way, the result is stored int8/uint8 (a ResNet bottleneck's convs).
+  quantises it the same way, or adds it to its own result as a residual, the result is stored
+  int8/uint8 (a ResNet bottleneck's convs, and its output: the next block's conv1 reads it as x,
+  its conv3 as a quantised residual, extra_scales).
 
 What stays float32: every op that is not a GEMM/conv with a constant weight, so softmax, layer norms,
-residual adds (the epilogue after dequantisation, or their own ops) and attention (score and context
+residual adds (computed in float32 in the epilogue after dequantisation, or as their own ops) and attention (score and context
 BMMs read two activations; the fused attention op is not a GEMM). Transposed convs too.
 
 Placed after the vertical fusions and fuse_memory_ops, before group_ops: the int8 kernel is then one
@@ -32,6 +34,7 @@ from ..ir.dtype import DType
 from ..ir.graph import Graph
 from ..ir.op import Op, OpKind
 from ..ir.tensor import Tensor
+from ..ops.fused import Epilogue, Expr, split_operands
 from ..ops.qlinear import QConv2dAttrs, QGemmAttrs
 from ..ops.registry import make_op1
 from ..options import CompileOptions
@@ -65,32 +68,103 @@ _Q = (OpKind.QGEMM, OpKind.QCONV2D)
 
 
 def _requantize(graph: Graph) -> None:
-    """An int8 op whose every reader is an int8 op quantising its result the same way (a ResNet
-    bottleneck's 1x1 -> 3x3 -> 1x1) stores the result quantised (attrs.out_act): one pass over a
-    quarter of the bytes instead of a float32 store, a load and a quantisation. Only without an
-    epilogue, or with a ReLU into uint8 (the saturation at 0 is the ReLU), and with static K > 0."""
+    """An int8 op whose result every reader takes quantised stores it quantised (attrs.out_act): one
+    pass over a quarter of the bytes instead of a float32 store, a load and a quantisation. Its
+    readers: int8 ops quantising it as their x, all the same way (a ResNet bottleneck's 1x1 -> 3x3
+    -> 1x1), and int8 ops adding it to their result in their epilogue (the next bottleneck's
+    residual: attrs.extra_scales), as long as one reader gives the scale. The producer's epilogue
+    may add a residual (float or quantised) and end in a ReLU into uint8 (the saturation at 0 is the
+    ReLU); K must be static and > 0. Until nothing changes: a reader rebuilt with extra_scales may
+    then be requantised itself."""
     outs = {id(t) for t in graph.outputs.values()}
-    for op in [o for o in graph.ops if o.kind in _Q]:
-        y = op.outputs[0]
-        readers = list({id(u): u for u in y.users}.values())
-        if id(y) in outs or not readers or op.attrs.out_act is not None or not _k_static(op):
-            continue
-        if not all(u.kind in _Q and u.inputs[0] is y and sum(t is y for t in u.inputs) == 1
-                   and getattr(u.attrs, "operand_views", None) is None for u in readers):
-            continue
-        keys = {(u.attrs.act, float(u.inputs[2].value[0])) for u in readers}
-        if len(keys) != 1:
-            continue
-        ((act, x_scale),) = keys
-        ep = op.attrs.epilogue
-        if ep is not None and not (act is DType.uint8 and _is_relu(ep)):
-            continue
-        scale = readers[0].inputs[2]   # the readers' x_scale constant: the same value, one of them
-        own = list(op.inputs)          # no epilogue: no extras
-        attrs = dataclasses.replace(op.attrs, epilogue=None, out_act=act)
-        new = make_op1(op.kind, own + [scale], attrs, op.name)
-        new.name = y.name
-        graph.replace_all_uses(y, new)
+    tried: set[int] = set()
+    changed = True
+    while changed:
+        changed = False
+        for op in [o for o in graph.ops if o.kind in _Q and o.attrs.out_act is None and id(o) not in tried]:
+            tried.add(id(op))
+            if _requantize_one(graph, op, outs):
+                graph.sort()
+                changed = True
+                break
+
+
+def _requantize_one(graph: Graph, op: Op, outs: set) -> bool:
+    y = op.outputs[0]
+    readers = list({id(u): u for u in y.users}.values())
+    if id(y) in outs or not readers or not _k_static(op):
+        return False
+    as_x, as_extra = [], []
+    for u in readers:
+        if u.kind not in _Q or getattr(u.attrs, "operand_views", None) is not None or sum(t is y for t in u.inputs) != 1:
+            return False
+        if u.inputs[0] is y:
+            as_x.append(u)
+        elif _residual_slot(u, y) is not None and tuple(u.outputs[0].shape) == tuple(y.shape):
+            as_extra.append(u)
+        else:
+            return False
+    keys = {(u.attrs.act, float(u.inputs[2].value[0])) for u in as_x}
+    if len(keys) != 1:
+        return False
+    ((act, x_scale),) = keys
+    ep = _requantized_epilogue(op.attrs.epilogue, act)
+    if ep is False:
+        return False
+    own, extras = split_operands(op.inputs, op.attrs)
+    scale = as_x[0].inputs[2]   # the readers' x_scale constant: the same value, one of them
+    attrs = dataclasses.replace(op.attrs, epilogue=ep, out_act=act)
+    new = make_op1(op.kind, own + [scale] + extras, attrs, op.name)
+    new.name = y.name
+    graph.replace_all_uses(y, new)
+    for u in as_extra:   # now reading `new`: it says so in extra_scales
+        slot = _residual_slot(u, new)
+        n = u.attrs.epilogue.num_extra
+        scales = list(u.attrs.extra_scales or (0.0,) * n)
+        scales[slot - 1] = x_scale
+        r = make_op1(u.kind, list(u.inputs), dataclasses.replace(u.attrs, extra_scales=tuple(scales)), u.name)
+        r.name = u.outputs[0].name
+        graph.replace_all_uses(u.outputs[0], r)
+    return True
+
+
+def _residual_slot(u: Op, t) -> Optional[int]:
+    """The epilogue slot of `t` in u when u's epilogue adds it to its result first thing (the form
+    the CPU kernel takes as oneDNN post-ops, a quantised operand included), else None."""
+    ep = u.attrs.epilogue
+    if ep is None:
+        return None
+    _, extras = split_operands(u.inputs, u.attrs)
+    slots = [1 + j for j, x in enumerate(extras) if x is t]
+    if len(slots) != 1:
+        return None
+    (slot,) = slots
+    e = ep.expr
+    readers = [n for n in e.nodes if slot in n.args]
+    first = e.nodes[0] if e.nodes else None
+    if len(readers) != 1 or readers[0] is not first or first.kind is not OpKind.ADD or set(first.args) != {0, slot}:
+        return None
+    return slot
+
+
+def _requantized_epilogue(ep: Optional[Epilogue], act: DType):
+    """The producer's epilogue once its result is stored as `act`, or False where it cannot be: none;
+    a ReLU into uint8 (dropped: the saturation is the ReLU); result + residual, then optionally that
+    ReLU (into uint8)."""
+    if ep is None:
+        return None
+    if _is_relu(ep):
+        return None if act is DType.uint8 else False
+    e = ep.expr
+    add = e.nodes[0] if e.nodes else None
+    if add is None or add.kind is not OpKind.ADD or 0 not in add.args or e.num_inputs != 2 or set(add.args) != {0, 1}:
+        return False
+    if len(e.nodes) == 1 and e.outputs == (2,):
+        return ep
+    relu = e.nodes[1] if len(e.nodes) == 2 else None
+    if relu is not None and relu.kind is OpKind.RELU and relu.args == (2,) and e.outputs == (3,) and act is DType.uint8:
+        return Epilogue(Expr(e.num_inputs, e.nodes[:1], (2,)))
+    return False
 
 
 def _is_relu(ep) -> bool:

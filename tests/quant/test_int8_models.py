@@ -118,10 +118,12 @@ def test_small_resnet_int8(tmp_path):
     m, g, report = build(tmp_path, outputs, feeds)
     kinds = [op.kind.value for op in g.ops]
     assert kinds.count("qconv2d") >= 10 and "conv2d" not in kinds
-    # each bottleneck's conv1 -> conv2 -> conv3 pass uint8 (quantize_int8._requantize); the block
-    # outputs, read by a residual add too, stay float32
+    # each bottleneck's conv1 -> conv2 -> conv3 pass uint8 (quantize_int8._requantize), and so do the
+    # block outputs read only by the next stage's conv1 and downsample conv; the last one (the
+    # average pool's) stays float32
     requant = [op for op in g.ops if getattr(op.attrs, "out_act", None) is not None]
-    assert len(requant) == 8 and all(op.outputs[0].dtype.value == "uint8" for op in requant)
+    assert len(requant) == 11 and all(op.outputs[0].dtype.value == "uint8" for op in requant)
+    assert [op.name for op in g.ops if op.name.endswith("conv3") and op.attrs.out_act is None] == ["layer4_0_conv3"]
     prims = int8_primitives(report)
     assert any(p["primitive"] == "convolution_int8" for p in prims)
     assert not any(p["impl"].startswith("ref") for p in prims), prims
@@ -130,6 +132,27 @@ def test_small_resnet_int8(tmp_path):
     srcs = [p.read_text() for p in (tmp_path / "obj" / "src").glob("k_*.cpp")]
     assert sum("od::PostAlg::add" in s and "od::PostAlg::relu" in s for s in srcs) >= 1
     assert not any("epilogue_loop" in s and "int8: x is" in s and "od::PostAlg" not in s for s in srcs)
+    matches_both_oracles(m, g, outputs, feeds_for(inputs, rng), 0.15)
+
+
+def test_resnet_block_outputs_stay_uint8(tmp_path):
+    """Bottlenecks with identity shortcuts: each block's output (relu(conv3 + residual)) is stored
+    uint8 once, read as x by the next conv1 and as a quantised residual (extra_scales) by the next
+    conv3, whose oneDNN post-ops add it as (v / s + q) * s; the build equals its oracle."""
+    inputs, outputs = models.get("resnet50", batch=1, layers=(3, 2, 1, 1), width=8, image_size=32, num_classes=10)
+    rng = np.random.default_rng(3)
+    feeds = [feeds_for(inputs, rng) for _ in range(2)]
+    m, g, report = build(tmp_path, outputs, feeds)
+    conv3 = [op for op in g.ops if op.name.endswith("conv3")]
+    assert len(conv3) == 7
+    # every block output but the last (read by the average pool) is uint8 ...
+    assert [op.attrs.out_act and op.attrs.out_act.value for op in conv3] == ["uint8"] * 6 + [None]
+    # ... and the conv3 of every block with an identity shortcut reads its residual quantised
+    quantised = [op for op in conv3 if any(op.attrs.extra_scales)]
+    assert len(quantised) == 3 and all(op.inputs[-1].dtype.value == "uint8" for op in quantised)
+    srcs = [p.read_text() for p in (tmp_path / "obj" / "src").glob("k_*.cpp")]
+    assert any("od::PostAlg::add" in s and ", 2}," in s and "od::PostAlg::linear" in s for s in srcs)
+    assert not any(p["impl"].startswith("ref") for p in int8_primitives(report))
     matches_both_oracles(m, g, outputs, feeds_for(inputs, rng), 0.15)
 
 

@@ -97,7 +97,8 @@ dnnl::primitive_attr post_attr(const Epilogue& ep, const int64_t* d, dt t, std::
       po.append_eltwise(algorithm_of(op.alg), op.alpha, op.beta);
       continue;
     }
-    const dnnl::memory::desc md = strided_md(ep.post_rank, d + op.md, d + op.md + ep.post_rank, t);
+    const dt t1 = op.src1_dt < 0 ? t : op.src1_dt == 1 ? dt::s8 : op.src1_dt == 2 ? dt::u8 : dt::f32;
+    const dnnl::memory::desc md = strided_md(ep.post_rank, d + op.md, d + op.md + ep.post_rank, t1);
     po.append_binary(algorithm_of(op.alg), md);
     binaries.push_back({DNNL_ARG_ATTR_MULTIPLE_POST_OP(i) | DNNL_ARG_SRC_1, op.src1, md});
   }
@@ -280,6 +281,11 @@ void dispatch_quant(KernelState* st, const QuantRun& qr, bool prepack, int nkey,
   std::shared_ptr<Entry> e = st->primitives.get(d, nkey, make);
   const int64_t offset = (src_offset >= 0 ? d[src_offset] : 0) * (qr.src_int8 ? 1 : sizeof(float));
   const void* src = static_cast<const char*>(p[1]) + offset;
+  if (ep.num_post_ops > 0 && !ep.loop && !e->post_ops) {
+    // a requantised (int8) result: its epilogue can only be post-ops (kernels/cpu/epilogue.py)
+    throw std::runtime_error("oneDNN kernel: this CPU's int8 implementation does not take the epilogue as "
+                             "post-ops, and a requantised result leaves no pass after it");
+  }
   run_quant(*e, qr, p[0], src, src_sizes, src_strides, static_cast<const int8_t*>(p[2]), bias,
             prepack ? &st->packs : nullptr, prepack ? d[nkey] : 0, p);
   if (ep.loop && !e->post_ops) ep.loop(p, d);

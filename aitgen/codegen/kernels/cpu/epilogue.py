@@ -60,6 +60,8 @@ _ELTWISE = {
     OpKind.RECIPROCAL: ("pow", 1.0, -1.0),       # alpha * x ^ beta
 }
 _BINARY = {OpKind.ADD: "add", OpKind.SUB: "sub", OpKind.MUL: "mul", OpKind.DIV: "div"}
+# A binary post-op operand's type when it is not the destination's (PostOp::src1_dt in onednn_kernels.h)
+QDT = {DType.int8: 1, DType.uint8: 2, DType.float32: 3}
 _COMMUTATIVE = {OpKind.ADD, OpKind.MUL}
 
 
@@ -86,8 +88,11 @@ def _eltwise(n) -> Optional[dict]:
 
 
 def _post_ops(ep: Epilogue, out: Tensor, extras: list[Tensor], convert: bool, dst_md: DstMd,
-              int8: bool = False) -> Optional[list]:
-    """The chain as post-ops: [{alg, alpha, beta, src1 (extra index or -1), md (a Md or None)}]."""
+              int8: bool = False, scales: Sequence[float] = ()) -> Optional[list]:
+    """The chain as post-ops: [{alg, alpha, beta, src1 (extra index or -1), md (a Md or None),
+    dt (src1's type: -1 the destination's, else a QDT code)}]. An int8 kernel (`int8`) reads float32
+    operands whatever its destination stores, and adds a quantised one (scales[j] > 0: q * scale) as
+    (v / scale + q) * scale: oneDNN's binary post-ops take no scale of their own."""
     e = ep.expr
     cur, ops = 0, []
     for i, n in enumerate(e.nodes):
@@ -105,15 +110,23 @@ def _post_ops(ep: Epilogue, out: Tensor, extras: list[Tensor], convert: bool, ds
                 return None  # the accumulator twice, another node, or float16 scratch
             x = extras[other - 1]
             md = dst_md(x.shape)
-            if x.dtype != out.dtype or md is None:
+            scale = scales[other - 1] if scales else 0.0
+            if md is None or not (x.dtype == out.dtype or (int8 and (x.dtype is DType.float32 or scale))):
                 return None
-            if n.args[0] != cur and n.kind not in _COMMUTATIVE:
+            dt = QDT[DType.float32] if int8 and x.dtype is DType.float32 else QDT.get(x.dtype, -1) if scale else -1
+            if scale:   # int8 or uint8 holding x / scale
+                if n.kind is not OpKind.ADD:
+                    return None
+                ops += [dict(alg="linear", alpha=1.0 / scale, beta=0.0, src1=-1),
+                        dict(alg="add", alpha=0.0, beta=0.0, src1=other - 1, md=md, dt=dt),
+                        dict(alg="linear", alpha=scale, beta=0.0, src1=-1)]
+            elif n.args[0] != cur and n.kind not in _COMMUTATIVE:
                 if n.kind is not OpKind.SUB:
                     return None
                 ops.append(dict(alg="linear", alpha=-1.0, beta=0.0, src1=-1))  # e - x = -x + e
-                ops.append(dict(alg="add", alpha=0.0, beta=0.0, src1=other - 1, md=md))
+                ops.append(dict(alg="add", alpha=0.0, beta=0.0, src1=other - 1, md=md, dt=dt))
             else:
-                ops.append(dict(alg=_BINARY[n.kind], alpha=0.0, beta=0.0, src1=other - 1, md=md))
+                ops.append(dict(alg=_BINARY[n.kind], alpha=0.0, beta=0.0, src1=other - 1, md=md, dt=dt))
         else:
             return None
         cur = e.num_inputs + i
@@ -133,15 +146,25 @@ def plan(op: Op, out: Tensor, extras: list[Tensor], *, first_ptr: int, key_offse
     # own_dtype: the op's own result (slot 0), when the epilogue widens it (bf16 -> float32: the
     # kernel's primitive then writes float32, and the loop below reads that back as slot 0).
     own = own_dtype or out.dtype
-    if ep.expr.slot_dtypes([own] + [x.dtype for x in extras])[ep.expr.outputs[0]] != out.dtype:
+    int8 = op.kind in (OpKind.QGEMM, OpKind.QCONV2D)
+    scales = tuple(getattr(op.attrs, "extra_scales", ()) or ()) or (0.0,) * len(extras)
+    requant = int8 and op.attrs.out_act is not None
+    # the values the epilogue computes on: a quantised extra is read as float32(q) * scale
+    ext_dtypes = [DType.float32 if sc else x.dtype for x, sc in zip(extras, scales)]
+    result = DType.float32 if requant else out.dtype   # a requantised result: after the epilogue
+    if ep.expr.slot_dtypes([own] + ext_dtypes)[ep.expr.outputs[0]] != result:
         raise UnsupportedOpError(f"{op.kind.value} '{op.name}': the epilogue's result type is not the op's")
-    if own is not out.dtype and not (own is DType.bfloat16 and out.dtype is DType.float32):
+    if own is not result and not (own is DType.bfloat16 and result is DType.float32):
         raise UnsupportedOpError(f"{op.kind.value} '{op.name}': an epilogue from {own.value} to {out.dtype.value} "
                                  "has no CPU kernel (only bfloat16 -> float32)")
     key: list[Dim] = []
-    int8 = INT8_RELU and op.kind in (OpKind.QGEMM, OpKind.QCONV2D)
-    post = (_post_ops(ep, out, extras, convert, dst_md, int8) if post_ops else None) or []
+    post = (_post_ops(ep, out, extras, convert, dst_md, int8 and INT8_RELU, scales) if post_ops else None) or []
+    if requant and not post:
+        # the kernel stores int8: no loop can follow it (quantize_int8 makes only post-op forms)
+        raise UnsupportedOpError(f"{op.kind.value} '{op.name}': a requantised result with an epilogue that has "
+                                 "no oneDNN post-op form")
     for p in post:
+        p.setdefault("dt", -1)
         md = p.pop("md", None)
         p["src1"] = first_ptr + p["src1"] if p["src1"] >= 0 else -1
         p["md"] = key_offset + len(key) if md is not None else -1
@@ -152,19 +175,21 @@ def plan(op: Op, out: Tensor, extras: list[Tensor], *, first_ptr: int, key_offse
     shape = list(out.shape)
     loop_dims: list[Dim] = list(shape)
     args = []
-    for j, x in enumerate(extras):
+    for j, (x, sc) in enumerate(zip(extras, scales)):
         strides = broadcast_strides(x.shape, out.shape)
         loop_dims += strides
-        args.append(dict(t=STORAGE[x.dtype], ct=COMPUTE[x.dtype], load=load(x.dtype, f"e{j}", "IDX"), ptr=first_ptr + j,
+        ld = load(x.dtype, f"e{j}", "IDX")
+        args.append(dict(t=STORAGE[x.dtype], ct="float" if sc else COMPUTE[x.dtype],
+                         load=f"(static_cast<float>({ld}) * {_flt(sc)})" if sc else ld, ptr=first_ptr + j,
                          inner=0 if strides[-1] == 0 else 1))
     if out_strides is not None:
         loop_dims += list(out_strides)
-    cpp = expr_cpp(ep.expr, [own] + [x.dtype for x in extras], prefix="ep")
+    cpp = expr_cpp(ep.expr, [own] + ext_dtypes, prefix="ep")
     out_slot = ep.expr.outputs[0]
     params = dict(functions=cpp["functions"], statements=cpp["statements"], rank=len(shape), dims_at=loop_at,
                   args=args, acc=load(out.dtype, "orow", "i"), acc_t=COMPUTE[out.dtype], out_t=STORAGE[out.dtype],
                   store=store(out.dtype, f"s{out_slot}"),
-                  out_strided=out_strides is not None)
+                  out_strided=out_strides is not None, loop=not requant)
     return dict(epilogue=params, post_ops=post, post_rank=rank), key, loop_dims
 
 

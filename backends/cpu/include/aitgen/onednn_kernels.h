@@ -29,6 +29,7 @@ struct PostOp {
   float alpha, beta;
   int src1;
   int md;
+  int src1_dt = -1;  // src1's type: -1 the destination's; int8 kernels: 1 s8, 2 u8, 3 f32 (epilogue.QDT)
 };
 using EpilogueLoop = void (*)(void* const* p, const int64_t* d);
 struct Epilogue {
