@@ -6,4 +6,4 @@ backends/rocm/include/aitgen/gpu_dialect.h, wave size 64); GEMM, BMM and conv go
 Kernel (gemm, conv). An op whose family is not imported has no ROCm kernel, and lower_graph names it
 (UnsupportedOpError)."""
 from .. import gpu  # noqa: F401 - our own kernels, shared with CUDA (kernels/gpu)
-from . import conv, gemm  # noqa: F401 - Composable Kernel device ops
+from . import conv, gemm, grouped  # noqa: F401 - Composable Kernel device ops (grouped: groups of GEMMs)
