@@ -113,3 +113,32 @@ def test_ck_itself_accepts_what_the_grouped_template_builds(tmp_path):
         assert grid == tiles
     assert rows["c0"][0] == 0                                             # CK refuses 8-wide A on K = 100
     assert rows["c1"][0] == 1 and rows["c1"][4:] == [1, 0, 0, 0]          # accepted, but the loop kinds differ
+
+
+def test_grouped_model_runs_on_the_mock_as_one_launch(rocm_toolchain, tmp_path, monkeypatch):
+    """Three parallel linear layers (bias + GELU + residual) built for gfx90a: the host side on the
+    mock device, eagerly and replayed as a HIP graph, is ONE launch for the group (nothing is
+    copied to the device before it: the descriptors are its argument) of the grid CK's tile map
+    gives, and every word of the by-value descriptors that is a device address is one of the
+    members' live buffers: 3 x (out, x, W, bias, residual), x shared, so 13 distinct."""
+    monkeypatch.setenv("AITGEN_CACHE_DIR", str(tmp_path / "cache"))
+    outs = towers(3)
+    work = ag.compile_model(outs, target="rocm", arch="gfx90a", workdir=tmp_path / "towers", load=False)
+    (call,) = lowered(outs)[1]
+    inst = call.spec.param_dict()["inst"]
+    rng = np.random.default_rng(0)
+    m = 100
+    feeds = {"x256": rng.standard_normal((m, 256)).astype(np.float16)}
+    feeds.update({f"r{i}": rng.standard_normal((m, 512)).astype(np.float16) for i in range(3)})
+    for graph in (False, True):
+        with ag.Model.load(work, mock_device=True, cuda_graph=graph) as model:
+            for _ in range(3 if graph else 1):
+                out = model.run(feeds)
+            assert {k: v.shape for k, v in out.items()} == {f"y{i}": (m, 512) for i in range(3)}
+            run = model.mock_run()
+            assert not run.failures, run.failures
+            (launch,) = run.launches
+            assert "kernel_grouped_gemm_by_value" in launch.kernel and launch.from_graph == graph
+            assert launch.grid == (3 * -(-m // inst["m"]) * -(-512 // inst["n"]), 1, 1)
+            assert launch.block == (inst["block"], 1, 1)
+            assert len(launch.pointers) == 15 and len(set(launch.pointers)) == 13
