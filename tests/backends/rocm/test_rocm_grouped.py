@@ -11,7 +11,7 @@ import pytest
 
 import aitgen as ag
 from aitgen import ops
-from aitgen.codegen.kernels.rocm import configs as ck
+from aitgen._paths import backends_dir
 from aitgen.codegen.kernels.rocm import grouped as grouped_k
 from aitgen.codegen.lower import capabilities, lower_graph
 from aitgen.compiler import compile_options
@@ -80,8 +80,8 @@ def test_rendered_source_launches_by_value_on_the_stream():
     assert "DeviceGroupedGemm_Xdl<" in src and f"run_grouped<Instance, kGroups, {block}, true>" in src
     assert "kGroups = 3;" in src and "kPtrs = 5;" in src and "kDims = 8;" in src
     assert "hipMemcpy" not in src and "Invoker" not in src
-    header = (ck.__file__.rsplit("/aitgen/", 1)[0] + "/backends/rocm/include/aitgen/ck_grouped.hpp")
-    code = "\n".join(ln for ln in open(header).read().splitlines() if not ln.lstrip().startswith("//"))
+    header = backends_dir() / "rocm" / "include" / "aitgen" / "ck_grouped.hpp"
+    code = "\n".join(ln for ln in header.read_text().splitlines() if not ln.lstrip().startswith("//"))
     assert "hipMemcpy" not in code and "workspace" not in code
     assert "hipLaunchKernelGGL" in code and "::ait::gpu::stream()" in code
     assert "static_assert(sizeof(Args) <= kMaxKernelArgBytes" in code

@@ -18,7 +18,7 @@ from aitgen.codegen.backend import load_backend
 from aitgen.codegen.kernels.rocm import grouped as grouped_k
 from aitgen.runtime.hsaco import kernels_of_code_object
 
-from ck_helpers import LLVM, compile_ck, device_asm, exported, hip_env, hipcc, lowered, source
+from ck_helpers import compile_ck, device_asm, exported, hip_env, hipcc, lowered, source
 from test_rocm_ck_objects import ACCEPT_MAIN
 from test_rocm_grouped import towers
 
