@@ -15,10 +15,11 @@ along N with the output's vectors): then the GEMM applies only the bias and the 
 after it, in place, through CK's DeviceElementwiseImpl (any broadcast strides) with the same
 functor (gemm_ck_apply.hip.j2), as the CUDA backend's epilogue pass does.
 
-Grouped GEMM (horizontal fusion) is not lowered: CK's DeviceGroupedGemm_Xdl at the pinned commit
+Grouped GEMM (horizontal fusion) is grouped.py: CK's DeviceGroupedGemm_Xdl at the pinned commit
 copies its per-group descriptors with a synchronous hipMemcpy inside Invoker::Run (not ordered on
-the run's stream, not capturable in a graph), and no zoo model forms such groups; without a
-GROUPED lowering, group_ops leaves the members as separate GEMMs.
+the run's stream, not capturable in a graph), so its Argument only computes them and our own
+kernel (ck_grouped.hpp) takes them by value; members that cannot share a launch fall back to
+gemm_call here.
 
 Every number CK checks at run time (vector widths against K/N, int32 sizes, dtypes) is checked
 here first, so a built model never meets IsSupportedArgument's refusal on a supported device.

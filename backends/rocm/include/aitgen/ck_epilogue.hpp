@@ -47,7 +47,7 @@ struct CdeOp {
 // while a model runs the same sizes run after run: each instance remembers the last (device,
 // d[0..n_dims)) it accepted and checks again only when one of them changes.
 template <typename DeviceOp, typename Argument>
-void run(Argument& arg, const char* name, const int64_t* d, int n_dims) {
+void check_supported(Argument& arg, const char* name, const int64_t* d, int n_dims) {
   struct Accepted {
     int device = -1;
     std::vector<int64_t> dims;
@@ -55,15 +55,20 @@ void run(Argument& arg, const char* name, const int64_t* d, int n_dims) {
   static thread_local Accepted last;  // one per instance: DeviceOp is local to its translation unit
   int device = 0;
   if (hipGetDevice(&device) != hipSuccess) device = -1;
-  DeviceOp op;
   if (device < 0 || device != last.device || !std::equal(d, d + n_dims, last.dims.begin(), last.dims.end())) {
-    if (!op.IsSupportedArgument(arg)) {
+    if (!DeviceOp::IsSupportedArgument(arg)) {
       throw std::runtime_error(std::string(name) + ": Composable Kernel refuses this problem on device '" +
                                ck::get_device_name() + "' (its XDL instances run on gfx908, gfx90a, gfx940)");
     }
     last.device = device;
     last.dims.assign(d, d + n_dims);
   }
+}
+
+template <typename DeviceOp, typename Argument>
+void run(Argument& arg, const char* name, const int64_t* d, int n_dims) {
+  check_supported<DeviceOp>(arg, name, d, n_dims);
+  DeviceOp op;
   const size_t ws = op.GetWorkSpaceSize(&arg);
   if (ws > 0) op.SetWorkSpacePointer(&arg, ::ait::gpu::workspace(ws, name));
   auto invoker = op.MakeInvoker();
