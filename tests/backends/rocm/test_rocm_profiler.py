@@ -25,7 +25,7 @@ import numpy as np
 import pytest
 
 import aitgen as ag
-from aitgen import ops
+from aitgen import models, ops
 from aitgen.codegen import locate
 from aitgen.codegen.backend import load_backend
 from aitgen.codegen.kernels.gpu import profiling
@@ -117,7 +117,6 @@ def test_a_row_ck_cannot_take_is_no_candidate(monkeypatch):
 def test_small_zoo_candidate_counts():
     counts = {}
     for name in sorted(SMALL):
-        from aitgen import models
         _, outs = models.get(name, **SMALL[name])
         jobs = jobs_of(outs)
         assert jobs and all(len(j.problem.candidates) == len(ck.TILES) for j in jobs)
