@@ -189,9 +189,10 @@ def compile_model(outputs: Union[Outputs, Graph], target: str = "auto", workdir:
     compile and to the link (e.g. sanitizer flags); they are part of the object-cache key and the
     library's name. `extra_passes` run after PIPELINE and before memory planning
     (aitgen.debug.bisect exposes every intermediate as an output this way). `jobs` caps parallel
-    compiles (default: every core). `profile` (CUDA, a GPU present) times the candidate configs of
-    every GEMM/conv kernel not yet in the profile cache before lowering (aitgen.profiler); without
-    it, or without a GPU, the kernels take the cached winners, else the heuristic's choice.
+    compiles (default: every core). `profile` (CUDA or ROCm, a GPU of the build's arch present) times
+    the candidate configs of every GEMM/conv kernel not yet in the profile cache before lowering
+    (aitgen.profiler); without it the kernels take the cached winners, else the heuristic's choice,
+    and without such a GPU a ProfileFallbackWarning says so.
     `check_kernels` (backends with oneDNN kernels: the CPU) loads the library and runs it once on
     zeros at its inputs' smallest shapes, so that every GEMM/conv kernel creates its primitive, and
     writes which oneDNN implementation each got into report.json (onednn_impls, reference_kernels,
@@ -337,16 +338,42 @@ def _check_kernels(model, work: Path) -> None:
     build_mod.atomic_write(path, json.dumps(report, indent=1).encode())
 
 
+def _profile(graph, opts, backend, work: Path, jobs) -> None:
+    """compile_model(profile=True): time the GEMM/conv candidates on this machine's GPU and cache
+    the winners the lowering then reads. No GPU to time them on is a ProfileFallbackWarning, never
+    an error: the build goes on with the cache and the heuristic."""
+    import warnings
+    from .errors import ProfileFallbackWarning
+    from .runtime import device
+    why = None
+    if backend.uses_cutlass:
+        from .codegen.kernels.cuda.profile import profile_graph
+        if device.cuda_available():
+            profile_graph(graph, opts, work / "profiler", jobs=jobs)
+            return
+        why = "no CUDA GPU is visible"
+    elif backend.uses_ck:
+        from .codegen.kernels.rocm.profile import DEFAULT_ARCH, profile_graph
+        have, want = device.rocm_arch(), opts.arch or DEFAULT_ARCH
+        if have == want:
+            profile_graph(graph, opts, work / "profiler", jobs=jobs)
+            return
+        # CK's code objects run only on their own ISA: a gfx942 build cannot be timed on a gfx90a.
+        why = (f"no AMD GPU here ({device.rocm_unavailable_reason()})" if have is None
+               else f"the AMD GPU here is {have}, the build is for {want}")
+    else:
+        why = f"target {backend.name!r} has no profiled kernels"
+    warnings.warn(f"profile=True: {why}; the GEMM/conv kernels use cached winners where present, else the "
+                  "heuristic's choice", ProfileFallbackWarning, stacklevel=4)
+
+
 def _build_library(graph, plan: MemoryPlan, backend, target, arch, opts, constants, header_len, work: Path,
                    extra_flags, progress, jobs) -> tuple[build_mod.BuildResult, list, int, str, Optional[dict]]:
     """Lower, render and compile the graph into work/model_<digest>.so: (the build's result, the
     kernel calls, how many kernels are unique, the library's file name, the mock-device variant's
     model.json entry where the backend links one)."""
-    if opts.profile and backend.uses_cutlass:
-        from .codegen.kernels.cuda.profile import profile_graph
-        from .runtime.device import cuda_available
-        if cuda_available():
-            profile_graph(graph, opts, work / "profiler", jobs=jobs)
+    if opts.profile:
+        _profile(graph, opts, backend, work, jobs)
     calls = lower_graph(graph, plan, target, arch=arch, opts=opts)
     unique = {}
     for c in calls:

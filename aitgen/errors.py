@@ -135,3 +135,9 @@ class UnknownDimError(ShapeError):
 class ReferenceKernelWarning(UserWarning):
     """A kernel runs a library's reference implementation (oneDNN's "ref:any"): correct, and orders of
     magnitude slower than its jit kernels. The message names the ops and the implementation."""
+
+
+class ProfileFallbackWarning(UserWarning):
+    """compile_model(profile=True) could not time the GEMM/conv candidates (no GPU of the build's
+    arch here): the build goes on with the cached winners where present, else the heuristic's
+    choice. The message says why."""

@@ -30,7 +30,7 @@ class CompileOptions:
     constant_fold_max_bytes: int = 1 << 30  # a folded constant larger than this stays a computation
     allow_tf32: bool = False              # CUDA float32 GEMM/conv through TF32 tensor cores (else SIMT float32)
     cuda_graph: bool = False              # CUDA: capture the run sequence as a CUDA graph (per bound dims)
-    profile: bool = False                 # CUDA: time GEMM/conv configs on the GPU first (aitgen.profiler)
+    profile: bool = False                 # CUDA/ROCm: time GEMM/conv configs on the GPU first (aitgen.profiler)
     streams: int = 1                      # CUDA: independent kernels on up to this many streams (codegen/streams.py)
     # What the target's kernels render (aitgen/capabilities.py): compile_model and
     # compiler.compile_options ask the backend; passes that create optional forms need it.

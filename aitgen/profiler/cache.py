@@ -2,8 +2,8 @@
 
 A key names everything the winner depends on: the op kind, the epilogue's signature (its
 expression and how each operand is read), operand and result dtypes, layouts, the shape bucket,
-the arch and the CUTLASS version. A new CUTLASS pin or a different epilogue is a new key, never a
-stale answer. The backend that uses it names the file (the CUDA backend's default: beside its
+the arch, the kernel library's version (CUTLASS's; Composable Kernel's pinned commit on ROCm) and
+the backend. A new pin or a different epilogue is a new key, never a stale answer. The backend that uses it names the file (the CUDA backend's default: beside its
 object cache, codegen/kernels/cuda/configs.py), so every build on a machine shares what was measured.
 """
 from __future__ import annotations
@@ -33,10 +33,14 @@ class ProfileKey:
     layouts: str         # "rcr", conv: "nhwc/ohwi s1x1 p1111 d1x1"
     bucket: str          # the problem at the bucket's size: "m=512,n=768,k=768,l=1"
     arch: str
-    cutlass: str         # CUTLASS version
+    cutlass: str         # the kernel library's version: CUTLASS's, or "ck-<commit>" (ROCm's CK pin)
+    backend: str = "cuda"
 
     def text(self) -> str:
-        return json.dumps(dataclasses.asdict(self), sort_keys=True)
+        d = dataclasses.asdict(self)
+        if d["backend"] == "cuda":   # keys written before the field existed (all CUDA's) stay valid
+            del d["backend"]
+        return json.dumps(d, sort_keys=True)
 
 
 class ProfileCache:

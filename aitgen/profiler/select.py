@@ -5,11 +5,15 @@ its own winner (profiled, from the cache, else the heuristic at the bucket's lar
 in a row with the same winner merge, so the kernel holds one config per distinct winner and a
 chain of `if (M <= bound)` picks one at run time. N, K and the batch are taken at their upper
 bounds (they are static in the models we build; a dynamic N or K is profiled at its largest).
+
+Backend-neutral: a Problem's candidates are any frozen configs with a `name` and `as_params()`
+(CUTLASS's GemmConfig; ROCm's CkConfig, codegen/kernels/rocm/configs.py), and a backend whose
+configs the CUTLASS cost model does not describe passes its own `heuristic` to winner/dispatch.
 """
 from __future__ import annotations
 
 import dataclasses
-from typing import Optional
+from typing import Any, Callable, Optional
 
 from ..ir.dims import Dim
 from ..ir.dtype import DType
@@ -31,13 +35,14 @@ class Problem:
     n: Dim
     k: Dim
     l: Dim
-    candidates: tuple[GemmConfig, ...]
+    candidates: tuple[Any, ...]   # GemmConfig on CUDA; anything with `name` and `as_params()` elsewhere
     streamk: bool = True  # whether the kernel supports stream-K configs
+    backend: str = "cuda"
 
     def key(self, m: int, build_arch: str, cutlass_version: str) -> ProfileKey:
         bucket = f"m={m},n={self.n.upper},k={self.k.upper},l={self.l.upper}"
         return ProfileKey(self.op, self.epilogue, f"{self.dtype.value}->{self.out_dtype.value}", self.layouts,
-                          bucket, f"{build_arch}/{self.arch}", cutlass_version)
+                          bucket, f"{build_arch}/{self.arch}", cutlass_version, self.backend)
 
 
 def m_buckets(m: Dim) -> list[int]:
@@ -55,13 +60,25 @@ def m_buckets(m: Dim) -> list[int]:
     return out + [hi]
 
 
-def winner(p: Problem, m: int, build_arch: str, cache: Optional[ProfileCache], cutlass_version: str) -> GemmConfig:
-    if cache is not None:
-        hit = cache.get(p.key(m, build_arch, cutlass_version))
-        if hit is not None:
-            cfg = find(p.candidates, hit[0].get("name", ""))
-            if cfg is not None:  # a config since dropped from the candidates falls to the heuristic
-                return cfg
+Heuristic = Callable[[Problem, int], Any]   # (problem, bucket's M) -> one of problem.candidates
+
+
+def profiled(p: Problem, m: int, build_arch: str, cache: Optional[ProfileCache], version: str) -> Optional[Any]:
+    """The cached winner of bucket `m` among the problem's candidates, or None (no entry, or a
+    config since dropped from the candidates: the caller falls back to its heuristic)."""
+    if cache is None:
+        return None
+    hit = cache.get(p.key(m, build_arch, version))
+    return find(p.candidates, hit[0].get("name", "")) if hit is not None else None
+
+
+def winner(p: Problem, m: int, build_arch: str, cache: Optional[ProfileCache], cutlass_version: str,
+           heuristic: Optional[Heuristic] = None) -> Any:
+    cfg = profiled(p, m, build_arch, cache, cutlass_version)
+    if cfg is not None:
+        return cfg
+    if heuristic is not None:
+        return heuristic(p, m)
     cfg = choose_gemm(p.arch, p.dtype, m, p.n.upper, p.k.upper, p.l.upper, streamk=p.streamk, cands=p.candidates,
                       target=build_arch)
     return cfg if base(cfg) in p.candidates else p.candidates[0]

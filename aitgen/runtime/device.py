@@ -117,6 +117,11 @@ def rocm_available() -> bool:
     return _probe_rocm()[0] > 0
 
 
+def rocm_unavailable_reason() -> str:
+    """Why no AMD GPU answers ("" when one does): the driver, the HIP library, the device count."""
+    return _probe_rocm()[1]
+
+
 def require_rocm() -> None:
     """Raise DeviceError naming what is missing (the driver, hip-python, a GPU) unless an AMD GPU
     answers through hip-python, which the ROCm runtime needs for device memory."""

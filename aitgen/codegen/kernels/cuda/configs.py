@@ -4,15 +4,8 @@ file and the CUTLASS version, which the profiler takes as arguments, are this ba
 from __future__ import annotations
 
 from ....profiler import select
-from ....profiler.cache import ProfileCache
-from ...build import default_cache_dir
 from ...locate import pin
-
-
-def default_cache() -> ProfileCache:
-    """The build cache dir's profile file (AITGEN_CACHE_DIR or ~/.cache/aitgen), beside the object
-    cache, so every build on a machine shares what was measured there."""
-    return ProfileCache(default_cache_dir() / "profiler.sqlite")
+from ..gpu.profiling import default_cache  # noqa: F401 - shared with ROCm; tests patch it here
 
 
 def cutlass_version() -> str:

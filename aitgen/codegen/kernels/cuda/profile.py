@@ -11,20 +11,17 @@ profile_graph(graph, opts) runs after the pass pipeline (the graph the lowering 
   3. per op kind ONE binary links every job's candidates and a main (profiler_main.cu.j2) that
      times them with CUDA events and prints JSON; the fastest config per bucket goes to the cache.
 The lowering then reads the winners (configs.py, select.dispatch). Without a GPU nothing runs: `run=False`
-still renders and compiles the binaries (what the CPU tests check).
+still renders and compiles the binaries (what the CPU tests check). Sizing entries, building the
+binary and reading its output are shared with ROCm's profiler (kernels/gpu/profiling.py).
 """
 from __future__ import annotations
 
-import concurrent.futures as cf
 import dataclasses
 import json
-import subprocess
 from pathlib import Path
 from typing import Optional
 
-from ....errors import BuildError
-from ....ir.dims import Dim, IntVar
-from ....ir.dtype import DType
+from ....ir.dims import Dim
 from ....ir.graph import Graph
 from ....ir.op import OpKind
 from ....ir.tensor import Tensor
@@ -36,13 +33,12 @@ from ....profiler.candidates import GemmConfig
 from ....profiler.select import Problem, m_buckets
 from ... import locate
 from ...backend import load_backend
-from ...build import build_jobs
 from ...render import render
+from ..gpu import profiling
+from ..gpu.profiling import Entry, env_for  # noqa: F401 - this module's API before they were shared
 from . import conv as conv_k
 from . import gemm as gemm_k
 from .configs import cutlass_version, default_cache
-
-_CODE = {DType.float32: 0, DType.float16: 1, DType.bfloat16: 2}
 
 
 @dataclasses.dataclass
@@ -90,42 +86,6 @@ def collect(graph: Graph, opts: CompileOptions) -> list[Job]:
     return list(jobs.values())
 
 
-def env_for(m: Dim, target: int, dims: list[Dim]) -> dict[IntVar, int]:
-    """Values of the IntVars in `dims` (all at their upper bound) except M's, which grow from their
-    lower bounds, one after the other, until M reaches `target`."""
-    env: dict[IntVar, int] = {}
-    for d in dims:
-        for v in d.vars():
-            env[v] = v.upper
-    free = m.vars()
-    for v in free:
-        env[v] = v.lower
-    for v in free:
-        lo, hi = v.lower, v.upper
-        while lo < hi:
-            mid = (lo + hi) // 2
-            env[v] = mid
-            if m.evaluate(env) >= target:
-                hi = mid
-            else:
-                lo = mid + 1
-        env[v] = lo
-        if m.evaluate(env) >= target:
-            break
-    return env
-
-
-@dataclasses.dataclass
-class Entry:
-    job: int
-    m: int
-    funcs: list[str]
-    bytes: list[int]
-    codes: list[int]
-    dims: list[int]
-    label: str
-
-
 def render_sources(jobs: list[Job], cache: Optional[ProfileCache], build_arch: str,
                    only_missing: bool = True) -> dict[str, tuple[dict[str, str], list[Entry], list[list[GemmConfig]]]]:
     """Per binary kind: {source name: text}, its entries, and each job's candidate list."""
@@ -145,52 +105,18 @@ def render_sources(jobs: list[Job], cache: Optional[ProfileCache], build_arch: s
             sources[f"{func}.cu"] = render(job.template, func=func, **params)
             funcs.append(func)
         cands.append(list(p.candidates))
-        for m in todo:
-            env = env_for(p.m, m, job.dims + [d for t in job.ptrs for d in t.shape])
-            nbytes = [int(max(1, _numel(t, env)) * t.dtype.itemsize) for t in job.ptrs]
-            entries.append(Entry(j, m, funcs, nbytes, [_CODE.get(t.dtype, 0) for t in job.ptrs],
-                                 [int(d.evaluate(env)) for d in job.dims], f"{p.op} {p.layouts} M={m}"))
+        entries += [profiling.entry(j, m, p, job.ptrs, job.dims, funcs) for m in todo]
     return out
-
-
-def _numel(t: Tensor, env) -> int:
-    n = 1
-    for d in t.shape:
-        n *= int(d.evaluate(env))
-    return n
 
 
 def build_binary(kind: str, sources: dict[str, str], entries: list[Entry], workdir: Path, arch: str,
                  jobs: Optional[int] = None, target_ms: float = 20.0, repeats: int = 5) -> Path:
     """Compile the candidates (in parallel) and the main into `workdir/<kind>_profiler`."""
-    workdir.mkdir(parents=True, exist_ok=True)
-    funcs = sorted({f for e in entries for f in e.funcs})
-    main = render("cuda/templates/profiler_main.cu.j2", kind=kind, funcs=funcs, target_ms=target_ms, repeats=repeats,
-                  entries=[dict(label=e.label, funcs=e.funcs, bytes=e.bytes, codes=e.codes, dims=e.dims)
-                           for e in entries])
-    sources = dict(sources, **{f"{kind}_main.cu": main})
-    nvcc = str(locate.nvcc().path)
     flags = load_backend("cuda").compile_flags(arch)
-
-    def compile_one(name: str) -> Path:
-        src, obj = workdir / name, workdir / (name + ".o")
-        if not (src.exists() and src.read_text() == sources[name] and obj.exists()):
-            src.write_text(sources[name])
-            cmd = [nvcc, *flags, "-c", str(src), "-o", str(obj)]
-            r = subprocess.run(cmd, capture_output=True, text=True)
-            if r.returncode:
-                raise BuildError(f"profiler source {name} failed to compile: {' '.join(cmd)}\n"
-                                 + "\n".join(r.stderr.splitlines()[:30]))
-        return obj
-
-    with cf.ThreadPoolExecutor(max_workers=jobs or build_jobs()) as pool:
-        objs = list(pool.map(compile_one, sorted(sources)))
-    binary = workdir / f"{kind}_profiler"
-    cmd = [nvcc, *[f for f in flags if f.startswith("-gencode")], *map(str, objs), "-o", str(binary)]
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    if r.returncode:
-        raise BuildError(f"profiler link failed: {' '.join(cmd)}\n" + "\n".join(r.stderr.splitlines()[:30]))
-    return binary
+    return profiling.build_binary(kind, sources, entries, workdir, main_template="cuda/templates/profiler_main.cu.j2",
+                                  suffix=".cu", compiler=str(locate.nvcc().path), flags=flags,
+                                  link_flags=[f for f in flags if f.startswith("-gencode")], jobs=jobs,
+                                  target_ms=target_ms, repeats=repeats)
 
 
 def profile_graph(graph: Graph, opts: CompileOptions, workdir, *, cache: Optional[ProfileCache] = None,
@@ -208,19 +134,9 @@ def profile_graph(graph: Graph, opts: CompileOptions, workdir, *, cache: Optiona
         report["binaries"].append(str(binary))
         if not run:
             continue
-        r = subprocess.run([str(binary)], capture_output=True, text=True, timeout=3600)
-        if r.returncode:
-            raise BuildError(f"profiler {binary} failed (exit {r.returncode}): {r.stderr[-2000:]}")
-        for line in r.stdout.splitlines():
-            row = json.loads(line)
-            e = entries[row["entry"]]
-            p = all_jobs[e.job].problem
-            times = row["times_ms"]
-            ok = [(t, c) for t, c in zip(times, p.candidates) if t is not None]
-            if not ok:
-                continue
-            t, best = min(ok, key=lambda tc: tc[0])
-            cache.put(p.key(e.m, arch, version), best.as_params(), t)
+        out = profiling.run_binary(binary)
+        for e, best, t in profiling.fastest(out, entries, lambda j: all_jobs[j].problem):
+            cache.put(all_jobs[e.job].problem.key(e.m, arch, version), best.as_params(), t)
             report["winners"][e.label] = best.name
             report["profiled"] += 1
     return report

@@ -14,11 +14,13 @@ result and the D tensors. vector_width() picks the widest width that divides the
 build time (a symbolic size: the constant factor of its polynomial), so CK's check holds for
 every size the model can bind; a problem no width fits is impossible (width 1 always divides).
 
-The profiler (sqlite cache, shape buckets) is not wired for ROCm: timing candidates needs an AMD
-GPU, and none is lent. choose() is a deterministic heuristic. Wiring it would mean: TILES as the
-candidate list of a select.Problem, a CK profiler entry per TU as the CUDA templates have
-(`<func>_profile(cfg, p, d)`, one instance per candidate: each ~45 s of hipcc), and the CK pin in
-the cache key.
+Candidates and the profiler: candidates() is every table row whose transfers take the problem's
+vector widths (the same checks choose() applies), the heuristic's pick first; rocm/profile.py times
+them on an AMD GPU and stores the fastest in the sqlite ProfileCache shared with CUDA
+(aitgen.profiler), keyed by backend "rocm", arch and the CK pin (ck_version()). pick() is what the
+lowering instantiates: the cached winner of the problem's largest M bucket, else choose()'s. One
+instance per translation unit, not a dispatch on M as CUDA's: every instance runs every M
+(MNKPadding), each costs ~45 s of hipcc, and the heuristic sizes for M's upper bound too.
 """
 from __future__ import annotations
 
@@ -26,8 +28,12 @@ import dataclasses
 import math
 from typing import Optional
 
-from ....errors import UnsupportedOpError
+from ....errors import ToolchainError, UnsupportedOpError
 from ....ir.dims import Dim, gcd_static
+from ....profiler import select
+from ....profiler.cache import ProfileCache
+from ... import locate
+from ..gpu.profiling import default_cache
 
 WAVE = 64          # CDNA wavefront
 XDL = 32           # MPerXDL = NPerXDL: the 32x32 MFMAs (v_mfma_f32_32x32x8f16, x8bf16_1k, x2f32)
@@ -137,6 +143,72 @@ def instance(tile: Tile, a_k_contiguous: bool, b_k_contiguous: bool, vec_a: int,
 def tiles_of(tile: Tile, m: Dim, n: Dim, batch: Dim) -> int:
     """Workgroups a launch of `tile` has at the problem's largest sizes."""
     return -(-m.upper // tile.m) * -(-n.upper // tile.n) * batch.upper
+
+
+@dataclasses.dataclass(frozen=True)
+class CkConfig:
+    """One candidate instance of a problem (a select.Problem's candidate): the table row and the
+    vector widths it was checked against; `inst` is what the templates read."""
+    tile: Tile
+    a_k_contiguous: bool
+    b_k_contiguous: bool
+    vec_a: int
+    vec_b: int
+    vec_c: int
+    itemsize: int
+
+    @property
+    def inst(self) -> dict:
+        return instance(self.tile, self.a_k_contiguous, self.b_k_contiguous, self.vec_a, self.vec_b, self.vec_c,
+                        self.itemsize)
+
+    @property
+    def name(self) -> str:
+        return self.inst["name"]
+
+    def as_params(self) -> dict:
+        """What the cache stores: the name (which select.find matches) and the tile, for humans."""
+        return dict(name=self.name, tile=self.tile.name, block=self.tile.block)
+
+
+def candidates(arch: str, m: Dim, n: Dim, batch: Dim, a_k_contiguous: bool, b_k_contiguous: bool,
+               vec_a: int, vec_b: int, vec_c: int, what: str, itemsize: int = 2) -> tuple[CkConfig, ...]:
+    """Every table row whose transfers take these vector widths (what CK's IsSupportedArgument and
+    its static checks need: instance() raises otherwise), choose()'s pick first, then table order."""
+    if arch not in CU_COUNT:
+        raise UnsupportedOpError(f"{what}: no CK instances for arch {arch!r} (known: {sorted(CU_COUNT)})")
+    out: list[CkConfig] = []
+    for tile in TILES:
+        cfg = CkConfig(tile, a_k_contiguous, b_k_contiguous, vec_a, vec_b, vec_c, itemsize)
+        try:
+            cfg.inst
+        except ValueError:
+            continue
+        out.append(cfg)
+    if not out:
+        raise UnsupportedOpError(f"{what}: no CK instance takes vector widths a={vec_a} b={vec_b} c={vec_c}")
+    first = choose(arch, m, n, batch, a_k_contiguous, b_k_contiguous, vec_a, vec_b, vec_c, what, itemsize)
+    return tuple(sorted(out, key=lambda c: c.inst != first))
+
+
+def ck_version() -> str:
+    """The CK pin (PIN.md's commit, else a digest of ck.hpp) as the profile key's library version:
+    a new pin is a new key, never a stale answer."""
+    try:
+        return "ck-" + locate.ck().version
+    except ToolchainError:   # no headers: nothing compiles here, but a lowering (render tests) still runs
+        return "ck-" + locate.CK_COMMIT[:12]
+
+
+def _first(p: select.Problem, m: int) -> CkConfig:
+    return p.candidates[0]   # candidates() put the heuristic's pick (sized for M's upper bound) first
+
+
+def pick(p: select.Problem, arch: str, cache: Optional[ProfileCache] = None) -> CkConfig:
+    """The instance a problem is built with: the profiled winner of its largest M bucket (the
+    problem's upper bound, what choose() sizes for too), else the heuristic's."""
+    cache = cache if cache is not None else default_cache()
+    return select.winner(p, select.m_buckets(p.m)[-1], arch, cache, ck_version(), heuristic=_first)
 
 
 def choose(arch: str, m: Dim, n: Dim, batch: Dim, a_k_contiguous: bool, b_k_contiguous: bool,

@@ -33,7 +33,8 @@ from ...lower import LowerContext, lowering
 from ...spec import KernelCall, KernelSpec
 from ..gpu.epilogue import MnlAxes
 from . import configs as ck
-from .gemm import AB_DTYPES, CK_TYPE, _limits, apply_calls, dense_result, epilogue_plan
+from ....profiler import select
+from .gemm import AB_DTYPES, CK_TYPE, CkKernel, _limits, apply_calls, dense_result, epilogue_plan, signature
 
 
 def specialization(op: Op) -> str:
@@ -48,6 +49,11 @@ def specialization(op: Op) -> str:
 
 def conv_kernel(op: Op, arch: str) -> tuple[dict, list, list, Optional[tuple]]:
     """(params of conv_ck.hip.j2, ptrs, dims, the epilogue pass or None)."""
+    return conv_setup(op, arch).picked(arch)
+
+
+def conv_setup(op: Op, arch: str) -> CkKernel:
+    """Everything of the conv's kernel but the instance (conv_kernel picks it; the profiler times each)."""
     own, extras = split_operands(op.inputs, op.attrs)
     x, w = own[:2]
     bias = own[2] if len(own) == 3 else None
@@ -73,14 +79,20 @@ def conv_kernel(op: Op, arch: str) -> tuple[dict, list, list, Optional[tuple]]:
     ds = plan.ds
     vec_ab = ck.vector_width(cg, itemsize=isz)
     vec_c = ck.vector_width(IntImm(kg), itemsize=max(t.dtype.itemsize for t in [out, *[d.tensor for d in ds]]))
-    inst = ck.choose(arch, n * p * q, IntImm(kg), IntImm(g), True, True, vec_ab, vec_ab, vec_c, what, itemsize=isz)
+    cands = ck.candidates(arch, n * p * q, IntImm(kg), IntImm(g), True, True, vec_ab, vec_ab, vec_c, what,
+                          itemsize=isz)
     params = dict(op_label="conv2d", ctype=CK_TYPE[x.dtype], out_ctype=CK_TYPE[out.dtype],
-                  spec=specialization(op), inst=inst, functor=plan.functor,
+                  spec=specialization(op), functor=plan.functor,
                   ds=[dict(ctype=CK_TYPE[d.tensor.dtype], row=d.stride_m == IntImm(0)) for d in ds])
     (sh, sw), (pt, pb, pl, pr), (dh, dw) = a.stride, a.padding, a.dilation
     dims = [n, h, wd, c, k, r, s, p, q, g, sh, sw, dh, dw, pt, pl, pb, pr]
     params["n_dims"] = len(dims)   # what the instance's accepted-sizes memo compares
-    return params, [out, x, w] + [d.tensor for d in ds], dims, plan.apply
+    # The key's layouts name the window: CK's time depends on it, while the instance does not.
+    window = f"nhwc/ohwi r{r}s{s} s{sh}x{sw} p{pt}{pl}{pb}{pr} d{dh}x{dw} g{g}"
+    problem = select.Problem("conv2d", signature(plan.functor, [d["ctype"] for d in params["ds"]],
+                             plan.apply is not None), x.dtype, out.dtype, window, arch, n * p * q, IntImm(kg),
+                             r * s * cg, IntImm(g), cands, streamk=False, backend="rocm")
+    return CkKernel(params, [out, x, w] + [d.tensor for d in ds], dims, plan.apply, problem)
 
 
 @lowering("rocm", OpKind.CONV2D, epilogue=True)

@@ -27,6 +27,7 @@ here first, so a built model never meets IsSupportedArgument's refusal on a supp
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 from typing import Optional, Sequence
 
 from ....errors import UnsupportedOpError
@@ -34,6 +35,7 @@ from ....ir.dims import Dim, IntImm, prod
 from ....ir.dtype import DType
 from ....ir.op import Op, OpKind
 from ....ir.tensor import Tensor
+from ....profiler import select
 from ...lower import LowerContext, lowering
 from ...spec import KernelCall, KernelSpec
 from ..common.access import broadcast_strides
@@ -144,8 +146,30 @@ def _limits(what: str, sizes: dict, tensors: dict, k: Dim) -> None:
         raise UnsupportedOpError(f"{what}: the reduction size K can be 0, which CK's GEMM pipeline does not run")
 
 
-def gemm_kernel(g: GemmProblem, arch: str) -> tuple[dict, list, list, Optional[tuple]]:
-    """(params of gemm_ck.hip.j2, ptrs, dims, the epilogue pass or None) of one problem."""
+def signature(functor: dict, ds: Sequence[str], apply: bool) -> str:
+    """The profile key's epilogue: the rendered functor (its helper functions by digest: they are
+    long), the D tensors' types and whether a pass follows."""
+    helpers = hashlib.sha256("\n".join(functor["functions"]).encode()).hexdigest()[:12]
+    return f"{functor['statements']}|{functor['result']}|fn={helpers}|ds={','.join(ds)}|apply={int(apply)}"
+
+
+@dataclasses.dataclass
+class CkKernel:
+    """One GEMM-shaped CK kernel before its instance is picked: the template's params less `inst`,
+    its operands and sizes, the epilogue pass (or None) and the profiler's problem."""
+    params: dict
+    ptrs: list
+    dims: list
+    apply: Optional[tuple]
+    problem: select.Problem
+
+    def picked(self, arch: str) -> tuple[dict, list, list, Optional[tuple]]:
+        """(params with the instance, ptrs, dims, apply): the profiled winner, else the heuristic's."""
+        return dict(self.params, inst=ck.pick(self.problem, arch).inst), self.ptrs, self.dims, self.apply
+
+
+def gemm_setup(g: GemmProblem, arch: str) -> CkKernel:
+    """Everything of one problem's kernel but the instance (gemm_kernel picks it; the profiler times each)."""
     op, out = g.op, g.out
     what = f"{op.kind.value} '{op.name}'"
     if g.a.dtype not in AB_DTYPES or g.b.dtype != g.a.dtype or out.dtype not in CK_TYPE:
@@ -163,17 +187,25 @@ def gemm_kernel(g: GemmProblem, arch: str) -> tuple[dict, list, list, Optional[t
     vec_c = ck.vector_width(g.n, *[d.stride_m for d in ds if d.stride_m != IntImm(0)],
                             itemsize=max(t.dtype.itemsize for t in [out, *[d.tensor for d in ds]]))
     batched = g.l != IntImm(1)
-    inst = ck.choose(arch, g.m, g.n, g.l, not g.a_col, g.b_col, vec_a, vec_b, vec_c, what, itemsize=isz)
+    cands = ck.candidates(arch, g.m, g.n, g.l, not g.a_col, g.b_col, vec_a, vec_b, vec_c, what, itemsize=isz)
+    d_types = [CK_TYPE[d.tensor.dtype] for d in ds]
     params = dict(op_label=f"{op.kind.value} {g.layouts}", batched=batched, ctype=CK_TYPE[g.a.dtype],
                   out_ctype=CK_TYPE[out.dtype], layout_a="Col" if g.a_col else "Row",
-                  layout_b="Col" if g.b_col else "Row", ds=[CK_TYPE[d.tensor.dtype] for d in ds],
-                  functor=plan.functor, inst=inst)
+                  layout_b="Col" if g.b_col else "Row", ds=d_types, functor=plan.functor)
     batch_e = g.m * g.n if batched else IntImm(0)
     dims = [g.m, g.n, g.k, g.l, g.lda, g.ldb, g.n, g.batch_a, g.batch_b, batch_e]
     for d in ds:
         dims += [d.stride_m, d.stride_l]
     params["n_dims"] = len(dims)   # what the instance's accepted-sizes memo compares
-    return params, [out, g.a, g.b] + [d.tensor for d in ds], dims, plan.apply
+    problem = select.Problem("bmm" if batched else "gemm", signature(plan.functor, d_types, plan.apply is not None),
+                             g.a.dtype, out.dtype, g.layouts, arch, g.m, g.n, g.k, g.l, cands, streamk=False,
+                             backend="rocm")
+    return CkKernel(params, [out, g.a, g.b] + [d.tensor for d in ds], dims, plan.apply, problem)
+
+
+def gemm_kernel(g: GemmProblem, arch: str) -> tuple[dict, list, list, Optional[tuple]]:
+    """(params of gemm_ck.hip.j2, ptrs, dims, the epilogue pass or None) of one problem."""
+    return gemm_setup(g, arch).picked(arch)
 
 
 def dense_result(ctx: LowerContext, op: Op, out: Tensor) -> None:
