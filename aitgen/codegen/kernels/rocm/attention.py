@@ -84,7 +84,8 @@ class AttnTile:
             raise ValueError(f"CK attention tile {self.name}: inconsistent numbers")
         # CK's own instances pad the LDS rows of the 32-wide K steps, not the 64-wide ones.
         lds_extra = "true" if self.k <= 32 else "false"
-        ab = dict(cluster=[k0, ab_threads, 1], order=[1, 0, 2], vec_dim=2, src_vec=VEC, dst_vec=VEC, lds_extra=lds_extra)
+        ab = dict(cluster=[k0, ab_threads, 1], order=[1, 0, 2], vec_dim=2, src_vec=VEC, dst_vec=VEC,
+                  lds_extra=lds_extra)
         return dict(name=self.name, block=self.block, m=self.m, n=self.n, k=self.k, o=self.o, gemm1_k=self.gemm1_k,
                     ak1=VEC, bk1=VEC, b1k1=self.b1k1, xdl=XDL, mxdl=mxdl, nxdl=nxdl, o_xdl=o_xdl, a=ab, b=ab,
                     b1=dict(cluster=[v_threads_k, v_threads_o, 1], order=[0, 2, 1], vec_dim=1, src_vec=VEC_V,
