@@ -21,7 +21,7 @@ from aitgen import ops
 from aitgen.codegen.backend import load_backend
 from aitgen.runtime.model import Model
 
-from ck_helpers import device_asm, exported, hip_env, hipcc, lowered, source
+from ck_helpers import compile_ck, device_asm, exported, hip_env, hipcc, lowered, source
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_rocm_ck_objects import ACCEPT_MAIN  # noqa: E402
@@ -64,6 +64,23 @@ def test_fused_attention_compiles_to_mfma(built, tmp_path):
     assert len(re.findall(r"v_mfma_f32_32x32x8f16", asm)) >= 32    # both GEMMs on the MFMA units
     assert len(re.findall(r"v_exp_f32", asm)) >= 16                 # the softmax between them
     print(f"CK attention model (one CK unit) built in {seconds:.1f} s (this process's cache state)")
+
+
+def test_bfloat16_d128_unit_compiles_for_gfx940(tmp_path):
+    """The other class (head dim 128: 64 of it per step, a 128-wide O tile, V through an (8, 32)
+    thread cluster) in bfloat16, unmasked, for the other arch: CK's 1k bf16 MFMA."""
+    q = ag.Tensor([2, 4, 96, 128], dtype="bfloat16", name="q")
+    _, (call,) = lowered({"y": ops.scaled_dot_product_attention(q, q, q)}, "gfx940")
+    p = call.spec.param_dict()
+    assert p["inst"]["name"] == "d128" and p["ctype"] == "ck::bhalf_t" and not p["causal"]
+    t0 = time.perf_counter()
+    obj = compile_ck(call, tmp_path, "gfx940")
+    seconds = time.perf_counter() - t0
+    asm = device_asm(obj, "gfx940", tmp_path)
+    kernels = re.findall(r"^[0-9a-f]+ <(_Z\w+)>:", asm, re.M)
+    assert kernels and all("kernel_batched_gemm_softmax_gemm_xdl_cshuffle_v1" in k for k in kernels)
+    assert len(re.findall(r"v_mfma_f32_32x32x8_?bf16", asm)) >= 32 and len(re.findall(r"v_exp_f32", asm)) >= 16
+    print(f"bfloat16 d128 CK attention unit compiled for gfx940 in {seconds:.1f} s")
 
 
 def test_mock_run(built):
