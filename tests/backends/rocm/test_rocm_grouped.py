@@ -19,6 +19,7 @@ from aitgen.ir.dims import IntImm
 from aitgen.ir.graph import Graph
 from aitgen.ir.op import OpKind
 from aitgen.memory import plan_memory
+from aitgen.ops.grouped import member_ops
 from aitgen.passes import PIPELINE, run_pipeline
 
 from ck_helpers import _const, ffn, lowered, source
@@ -59,7 +60,7 @@ def test_parallel_linears_are_one_grouped_launch(n_members):
     assert p["ds"] == ["ck::half_t", "ck::half_t"] and p["main_loop"] is True    # K 256 > 32: 8 K blocks
     assert len(call.ptrs) == 5 * n_members and len(call.dims) == 8 * n_members == p["n_dims"]
     (member,) = g.ops
-    members = grouped_k.member_ops(member)
+    members = member_ops(member)
     for i, mop in enumerate(members):
         ptrs, dims = call.ptrs[5 * i:5 * i + 5], call.dims[8 * i:8 * i + 8]
         out, x, w, b, r = mop.outputs[0], *mop.inputs

@@ -7,11 +7,8 @@ declared here are the member kinds group_ops may form for the CPU (Capabilities.
 """
 from __future__ import annotations
 
-from ....errors import UnsupportedOpError
-from ....ir.op import Op, OpKind
-from ....ops.grouped import member_ops
-from ...lower import LowerContext, lowering
-from ...spec import KernelCall
+from ....ir.op import OpKind
+from ..common.grouped import register_grouped
 from .elementwise import lower_grouped_elementwise
 from .gemm import lower_grouped_gemm
 from .norm import lower_grouped_rownorm
@@ -24,9 +21,4 @@ _MEMBER_LOWERINGS = {
 }
 
 
-@lowering("cpu", OpKind.GROUPED, grouped=tuple(_MEMBER_LOWERINGS))
-def lower_grouped(op: Op, ctx: LowerContext) -> list[KernelCall]:
-    fn = _MEMBER_LOWERINGS.get(op.attrs.kind)
-    if fn is None:
-        raise UnsupportedOpError(f"grouped op '{op.name}': no CPU kernel for groups of {op.attrs.kind.value}")
-    return fn(op, member_ops(op), ctx)
+register_grouped("cpu", "CPU", _MEMBER_LOWERINGS)

@@ -6,11 +6,8 @@ member's tiles). The features declared here are the member kinds group_ops may f
 """
 from __future__ import annotations
 
-from ....errors import UnsupportedOpError
-from ....ir.op import Op, OpKind
-from ....ops.grouped import member_ops
-from ...lower import LowerContext, lowering
-from ...spec import KernelCall
+from ....ir.op import OpKind
+from ..common.grouped import register_grouped
 from .gemm import lower_grouped_gemm
 
 _MEMBER_LOWERINGS = {
@@ -18,9 +15,4 @@ _MEMBER_LOWERINGS = {
 }
 
 
-@lowering("cuda", OpKind.GROUPED, grouped=tuple(_MEMBER_LOWERINGS))
-def lower_grouped(op: Op, ctx: LowerContext) -> list[KernelCall]:
-    fn = _MEMBER_LOWERINGS.get(op.attrs.kind)
-    if fn is None:
-        raise UnsupportedOpError(f"grouped op '{op.name}': no CUDA kernel for groups of {op.attrs.kind.value}")
-    return fn(op, member_ops(op), ctx)
+register_grouped("cuda", "CUDA", _MEMBER_LOWERINGS)

@@ -1,7 +1,9 @@
 """Scaled-dot-product attention on the SIMT cores (backends/gpu/templates/attention_simt.cu.j2),
 one source for both GPU backends: CUDA takes it for float32 and the head dims its tensor-core
-kernel does not cover (kernels/cuda/attention.py), ROCm for every attention (Composable Kernel's
-fused attention, where it fits, comes with the CK families and falls back to this one).
+kernel does not cover (kernels/cuda/attention.py), ROCm for what Composable Kernel's fused
+GEMM-softmax-GEMM does not take (kernels/rocm/attention.py: float32, mask tensors, head dims that
+are not multiples of 8 or exceed 128, unaligned strided views). Each backend's lowering registers
+itself and calls simt_call here.
 
 The strides, offsets and flags come from the CPU lowering's backend-neutral attention_args; the
 kernel blocks over keys with an online softmax, one key per lane of a warp (the dialect's warp
@@ -11,11 +13,11 @@ from __future__ import annotations
 
 from ....errors import UnsupportedOpError
 from ....ir.dims import Dim
-from ....ir.op import Op, OpKind
+from ....ir.op import Op
 from ...cexpr import STORAGE
-from ...lower import LowerContext, lowering
+from ...lower import LowerContext
 from ...spec import KernelCall, KernelSpec
-from ..common.attention import AttentionArgs, attention_args
+from ..common.attention import AttentionArgs
 from .dialect import dialect, template
 
 SIMT_BLOCK_Q = 16           # queries per CTA
@@ -45,8 +47,3 @@ def simt_call(op: Op, ctx: LowerContext, a: AttentionArgs) -> KernelCall:
                            mask_t=mask_t, causal=a.causal, rb=a.rb, scale_from_head_dim=a.scale_from_head_dim,
                            block_q=SIMT_BLOCK_Q, block_k=gd.warp, warps=SIMT_WARPS, warp=gd.warp)
     return KernelCall(spec, a.ptrs, a.dims, op.name or op.kind.value)
-
-
-@lowering(("rocm",), OpKind.ATTENTION)
-def lower_attention_simt(op: Op, ctx: LowerContext) -> list[KernelCall]:
-    return [simt_call(op, ctx, attention_args(op, ctx.backend))]

@@ -22,12 +22,11 @@ from __future__ import annotations
 import json
 from typing import Optional
 
-from ....errors import UnsupportedOpError
 from ....ir.dims import IntImm
 from ....ir.op import Op, OpKind
-from ....ops.grouped import member_ops
-from ...lower import LowerContext, lowering
+from ...lower import LowerContext
 from ...spec import KernelCall, KernelSpec
+from ..common.grouped import register_grouped
 from ..gpu.gemm_problem import GemmProblem
 from . import configs as ck
 from .gemm import AB_DTYPES, CK_TYPE, EpiloguePlan, _limits, dense_result, epilogue_plan, gemm_call, gemm_problem
@@ -135,9 +134,4 @@ _MEMBER_LOWERINGS = {
 }
 
 
-@lowering("rocm", OpKind.GROUPED, grouped=tuple(_MEMBER_LOWERINGS))
-def lower_grouped(op: Op, ctx: LowerContext) -> list[KernelCall]:
-    fn = _MEMBER_LOWERINGS.get(op.attrs.kind)
-    if fn is None:
-        raise UnsupportedOpError(f"grouped op '{op.name}': no ROCm kernel for groups of {op.attrs.kind.value}")
-    return fn(op, member_ops(op), ctx)
+register_grouped("rocm", "ROCm", _MEMBER_LOWERINGS)
