@@ -52,7 +52,8 @@ def nvcc(src: str, tmp: Path, arch: str, name: str) -> None:
 
 
 def _const(shape, dt, rng, scale=0.1):
-    return ag.constant((rng.standard_normal(shape) * scale).astype(dt))
+    # through aitgen's dtype: numpy knows "bfloat16" only once ml_dtypes is imported
+    return ag.constant((rng.standard_normal(shape) * scale).astype(ag.DType(dt).np))
 
 
 def bert_ffn(dt="float16", m=None):
