@@ -92,7 +92,12 @@ def capabilities(target: str) -> Capabilities:
 
 # backend -> whether its int8 kernels need reduced-range weights here (Capabilities.int8_reduced_weights);
 # a backend's kernels register the rule (kernels/cpu/gemm.py: no VNNI).
-_INT8_REDUCED: dict = {}
+_INT8_REDUCED: dict[str, Callable[[], bool]] = {}
+
+
+def int8_reduced_weights_rule(backend: str, rule: Callable[[], bool]) -> None:
+    """Register whether `backend`'s int8 kernels need reduced-range weights on this machine."""
+    _INT8_REDUCED[backend] = rule
 
 
 def _mixed_precision(target: str) -> frozenset:

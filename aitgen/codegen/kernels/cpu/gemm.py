@@ -21,7 +21,7 @@ from ....ir.tensor import Tensor
 from ....ops.operand_views import StridedView, matrix_view, row_groups
 from ....ops.qlinear import own_parts
 from ...cexpr import COMPUTE, STORAGE, load, store
-from ...lower import _INT8_REDUCED, LowerContext, lowering
+from ...lower import LowerContext, int8_reduced_weights_rule, lowering
 from ...spec import CONSTANTS_VERSION, KernelCall, KernelSpec
 from . import epilogue
 
@@ -59,7 +59,7 @@ def int8_vnni() -> bool:
     return bool({"avx512_vnni", "avx_vnni", "amx_int8"} & cpu_flags())
 
 
-_INT8_REDUCED["cpu"] = lambda: not int8_vnni()
+int8_reduced_weights_rule("cpu", lambda: not int8_vnni())
 
 
 def onednn_types(dtype: DType, what: str = "matmul") -> dict:
