@@ -36,6 +36,7 @@ class Category(enum.Enum):
     GATHER = "gather"
     ATTENTION = "attention"
     GROUPED = "grouped"  # several independent ops of one kind as one kernel
+    CONTROL = "control"  # runs a subgraph (LOOP): opaque to the fusions
 
 
 TensorType = tuple[tuple[Dim, ...], DType]

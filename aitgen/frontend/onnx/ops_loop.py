@@ -24,11 +24,12 @@ from typing import Any, Optional
 import numpy as np
 
 from ... import ops
-from ...errors import ImportError_, ShapeError
+from ...errors import ImportError_, ShapeError, UnsupportedOpError
 from ...ir.dtype import DType
 from ...ir.op import OpKind
 from ...ir.tensor import Tensor, constant
 from ...ops.dynamic import bind_dims, produced_var
+from .loop_host import host_loop
 from .registry import Folded, NodeContext, onnx_op
 
 MAX_ITERATIONS = 256  # iterations one Loop/Scan node may unroll to
@@ -76,6 +77,17 @@ def _loop(ctx: NodeContext):
     if n_carried < 0 or n_scan < 0 or len(body.input) != n_carried + 2:
         raise ctx.malformed(f"the body takes {len(body.input)} inputs and gives {len(body.output)} outputs "
                             f"for {max(n_carried, 0)} loop-carried values")
+    m_known = ctx.const(0) if ctx.has_input(0) else None
+    cond_known = _scalar_bool(ctx.value(1)) if ctx.has_input(1) else True
+    static = None if m_known is None else int(m_known.reshape(-1)[0])
+    big = static is not None and static > MAX_ITERATIONS
+    if cond_known is not False and (big or static is None or cond_known is None):
+        try:  # a count or condition only the run knows, or a long loop: one LOOP op over the body
+            return host_loop(ctx, body, n_carried, n_scan, static)
+        except (UnsupportedOpError, ImportError_, ShapeError):
+            if big:
+                raise
+            # a body that cannot run as one graph (a carried shape that changes) is unrolled
     trips, m_rt = None, None
     if ctx.has_input(0):
         m = ctx.const(0)
