@@ -134,12 +134,13 @@ def loop(body: Graph, trip: Optional[Tensor], cond: Optional[Tensor], inits: Seq
          captured: Sequence[Tensor], n_scan: int, max_trips: int, static_trips: Optional[int] = None,
          name: Optional[str] = None) -> list[Tensor]:
     """A LOOP op over `body` (see the module docstring for its inputs and outputs). `static_trips`:
-    the trip count when known at import time; without a run-time condition the scan outputs then
-    have that static length, else their length is a size the run binds (at most max_trips)."""
+    the number of iterations every run makes, when the importer knows it (a constant count and a
+    condition that stays true): the scan outputs then have that static length, else their length
+    is a size the run binds (at most max_trips)."""
     label = name or "loop"
     trips: Optional[Dim] = None
     if n_scan:
-        if static_trips is not None and cond is None:
+        if static_trips is not None:
             trips = IntImm(static_trips)
         else:
             trips = produced_var(f"{label}:trips", max_trips)

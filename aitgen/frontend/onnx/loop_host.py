@@ -99,6 +99,11 @@ def host_loop(ctx: NodeContext, body_proto, n_carried: int, n_scan: int, static_
         max_trips = static_trips
     else:
         max_trips = SCAN_MAX_TRIPS if n_scan else MAX_TRIPS
+    # Every run makes exactly M iterations when the condition starts true and the body passes it
+    # on unchanged (or gives a constant true): the scan outputs then have a static length.
+    cond_in_true = cond is None or (cond.is_constant and bool(cond.value))
+    stays = outs[0] is c or (outs[0].is_constant and bool(outs[0].value))
+    exact = static_trips if cond_in_true and stays else None
     for t in body.tensors:
         for d in t.shape:
             if any(v.produced for v in d.vars()):
@@ -106,6 +111,6 @@ def host_loop(ctx: NodeContext, body_proto, n_carried: int, n_scan: int, static_
     if any(op.kind.value == "loop" for op in body.ops):
         raise UnsupportedOpError(f"{ctx.label}: a loop inside a loop body runs only unrolled")
     try:
-        return ops.loop(body, m, cond, inits, captured, n_scan, max_trips, static_trips, name=ctx.name)
+        return ops.loop(body, m, cond, inits, captured, n_scan, max_trips, exact, name=ctx.name)
     except UnsupportedOpError as e:
         raise ctx.unsupported(str(e)) from None
