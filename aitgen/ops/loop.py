@@ -47,16 +47,25 @@ class LoopAttrs:
     label: str = ""                  # the node as run-time errors name it
     workspace: int = 0               # bytes of the workspace output (0: not compiled yet, no output)
     plan: Any = dataclasses.field(default=None, compare=False)  # the body's MemoryPlan, once compiled
+    # Scan (ONNX Scan as a LOOP): inputs sliced along axis 0, slice `it` (or, reversed, count-1-it)
+    # given to the body each iteration; outputs stacked in reverse where scan_out_reverse says so;
+    # the count is a Dim (the scan length), evaluated by the program like any size.
+    n_scan_in: int = 0
+    scan_in_reverse: tuple = ()
+    scan_out_reverse: tuple = ()
+    count: Optional[Dim] = None
 
-    def split(self, inputs: Sequence[Tensor]) -> tuple[Optional[Tensor], Optional[Tensor], list, list]:
-        """(trip count, condition, carried inits, captured) of the op's inputs."""
+    def split(self, inputs: Sequence[Tensor]) -> tuple[Optional[Tensor], Optional[Tensor], list, list, list]:
+        """(trip count, condition, carried inits, scan inputs, captured) of the op's inputs."""
         k = 0
         trip = cond = None
         if self.has_trip:
             trip, k = inputs[0], 1
         if self.has_cond:
             cond, k = inputs[k], k + 1
-        return trip, cond, list(inputs[k:k + self.n_carried]), list(inputs[k + self.n_carried:])
+        j = k + self.n_carried
+        return (trip, cond, list(inputs[k:j]), list(inputs[j:j + self.n_scan_in]),
+                list(inputs[j + self.n_scan_in:]))
 
 
 def _same_type(a: Tensor, b: Tensor) -> bool:
@@ -64,10 +73,16 @@ def _same_type(a: Tensor, b: Tensor) -> bool:
 
 
 def _infer_loop(inputs, a: LoopAttrs):
-    trip, cond, inits, captured = a.split(inputs)
+    trip, cond, inits, xs, captured = a.split(inputs)
     body = a.body
     outs = list(body.outputs.values())
-    check(len(body.inputs) == 2 + a.n_carried + len(captured),
+    check(len(xs) == a.n_scan_in and len(a.scan_in_reverse) == len(xs) and len(a.scan_out_reverse) in (0, a.n_scan),
+          "one direction per scan input and output")
+    for j, (x, p) in enumerate(zip(xs, body.inputs[2 + a.n_carried:])):
+        check(x.ndim >= 1 and a.count is not None and x.shape[0] == a.count and _same_type(
+            Tensor(x.shape[1:], x.dtype), p), f"scan input {j} {x.dtype}{list(x.shape)} does not slice to the "
+              f"body's {p.dtype}{list(p.shape)} over {a.count} iterations")
+    check(len(body.inputs) == 2 + a.n_carried + len(xs) + len(captured),
           f"the body takes {len(body.inputs)} inputs for {a.n_carried} carried and {len(captured)} captured values")
     check(len(outs) == 1 + a.n_carried + a.n_scan,
           f"the body gives {len(outs)} outputs for {a.n_carried} carried values and {a.n_scan} scan outputs")
@@ -82,7 +97,7 @@ def _infer_loop(inputs, a: LoopAttrs):
                                 f"{p.dtype}{list(p.shape)}")
         check(_same_type(o, p), f"loop-carried value {k} changes from {p.dtype}{list(p.shape)} to "
                                 f"{o.dtype}{list(o.shape)} in the body (only loop-invariant shapes run as a loop)")
-    for k, (x, p) in enumerate(zip(captured, body.inputs[2 + a.n_carried:])):
+    for k, (x, p) in enumerate(zip(captured, body.inputs[2 + a.n_carried + len(xs):])):
         check(_same_type(x, p), f"captured value {k} is {x.dtype}{list(x.shape)}, the body takes "
                                 f"{p.dtype}{list(p.shape)}")
     check(a.n_scan == 0 or a.trips is not None, "scan outputs need the trips dim")
@@ -100,7 +115,10 @@ def _ref_loop(args, a: LoopAttrs, ctx):
     m = int(np.asarray(args[0]).reshape(-1)[0]) if a.has_trip else None
     cond = bool(np.asarray(args[h - 1]).reshape(-1)[0]) if a.has_cond else True
     carried = list(args[h:h + a.n_carried])
-    captured = list(args[h + a.n_carried:])
+    xs = list(args[h + a.n_carried:h + a.n_carried + a.n_scan_in])
+    captured = list(args[h + a.n_carried + a.n_scan_in:])
+    if a.count is not None:
+        m = a.count.evaluate(ctx.env)
     outs = list(body.outputs.values())
     scans: list[list[np.ndarray]] = [[] for _ in range(a.n_scan)]
     it = 0
@@ -108,7 +126,8 @@ def _ref_loop(args, a: LoopAttrs, ctx):
         if it >= a.max_trips:
             raise RuntimeInputError(f"{a.label or 'loop'}: the loop would run past its bound of {a.max_trips} "
                                     "iterations")
-        feeds = dict(zip(body.inputs, [np.array(it, np.int64), np.array(cond), *carried, *captured]))
+        slices = [x[m - 1 - it if rev else it] for x, rev in zip(xs, a.scan_in_reverse)]
+        feeds = dict(zip(body.inputs, [np.array(it, np.int64), np.array(cond), *carried, *slices, *captured]))
         res = evaluate(body, feeds)
         vals = [res[id(t)] for t in outs]
         cond = bool(np.asarray(vals[0]).reshape(-1)[0])
@@ -118,7 +137,9 @@ def _ref_loop(args, a: LoopAttrs, ctx):
             s.append(np.asarray(v))
         it += 1
     stacked = []
-    for s, t in zip(scans, outs[1 + a.n_carried:]):
+    for k, (s, t) in enumerate(zip(scans, outs[1 + a.n_carried:])):
+        if a.scan_out_reverse and a.scan_out_reverse[k]:
+            s = s[::-1]
         shape = evaluate_shape(t.shape, ctx.env)
         stacked.append(np.stack(s).astype(t.dtype.np, copy=False) if s else np.zeros((0, *shape), t.dtype.np))
     res = [*carried, *stacked]
@@ -132,20 +153,27 @@ register(OpKind.LOOP, Category.CONTROL, LoopAttrs, _infer_loop, _ref_loop, num_i
 
 def loop(body: Graph, trip: Optional[Tensor], cond: Optional[Tensor], inits: Sequence[Tensor],
          captured: Sequence[Tensor], n_scan: int, max_trips: int, static_trips: Optional[int] = None,
-         name: Optional[str] = None) -> list[Tensor]:
+         name: Optional[str] = None, xs: Sequence[Tensor] = (), scan_in_reverse: Sequence[bool] = (),
+         scan_out_reverse: Sequence[bool] = (), count: Optional[Dim] = None) -> list[Tensor]:
     """A LOOP op over `body` (see the module docstring for its inputs and outputs). `static_trips`:
     the number of iterations every run makes, when the importer knows it (a constant count and a
     condition that stays true): the scan outputs then have that static length, else their length
-    is a size the run binds (at most max_trips)."""
+    is a size the run binds (at most max_trips). `count` (Scan): the number of iterations as a Dim,
+    the length of the scan inputs `xs` along axis 0; the scan outputs then have that length."""
     label = name or "loop"
     trips: Optional[Dim] = None
     if n_scan:
-        if static_trips is not None:
+        if count is not None:
+            trips = count
+        elif static_trips is not None:
             trips = IntImm(static_trips)
         else:
             trips = produced_var(f"{label}:trips", max_trips)
-    attrs = LoopAttrs(body, len(inits), n_scan, trip is not None, cond is not None, int(max_trips), trips, label)
-    ins = ([trip] if trip is not None else []) + ([cond] if cond is not None else []) + list(inits) + list(captured)
+    attrs = LoopAttrs(body, len(inits), n_scan, trip is not None, cond is not None, int(max_trips), trips, label,
+                      n_scan_in=len(xs), scan_in_reverse=tuple(bool(r) for r in scan_in_reverse),
+                      scan_out_reverse=tuple(bool(r) for r in scan_out_reverse), count=count)
+    ins = ([trip] if trip is not None else []) + ([cond] if cond is not None else []) + list(inits) + list(xs) \
+        + list(captured)
     try:
         return make_op(OpKind.LOOP, ins, attrs, name)
     except ShapeError as e:

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Optional
 
+import numpy as np
+
 from ... import ops
 from ...errors import UnsupportedOpError
 from ...ir.dtype import DType
@@ -70,6 +72,15 @@ def _cut(outs: list[Tensor], inner: list[Tensor], outer: set[int]) -> tuple[list
     return outs, [c[0] for c in captured.values()], [c[1] for c in captured.values()]
 
 
+def _check_body(ctx: NodeContext, body: Graph) -> None:
+    for t in body.tensors:
+        for d in t.shape:
+            if any(v.produced for v in d.vars()):
+                raise ctx.unsupported(f"the body binds sizes during the run ('{t.name}': {[str(x) for x in t.shape]})")
+    if any(op.kind.value == "loop" for op in body.ops):
+        raise ctx.unsupported("a loop inside a loop body runs only unrolled")
+
+
 def host_loop(ctx: NodeContext, body_proto, n_carried: int, n_scan: int, static_trips: Optional[int]) -> list:
     """The Loop node as one LOOP op; UnsupportedOpError when its body cannot run as one (a
     carried value whose shape changes, a value that is not a tensor)."""
@@ -104,13 +115,46 @@ def host_loop(ctx: NodeContext, body_proto, n_carried: int, n_scan: int, static_
     cond_in_true = cond is None or (cond.is_constant and bool(cond.value))
     stays = outs[0] is c or (outs[0].is_constant and bool(outs[0].value))
     exact = static_trips if cond_in_true and stays else None
-    for t in body.tensors:
-        for d in t.shape:
-            if any(v.produced for v in d.vars()):
-                raise ctx.unsupported(f"the body binds sizes during the run ('{t.name}': {[str(x) for x in t.shape]})")
-    if any(op.kind.value == "loop" for op in body.ops):
-        raise UnsupportedOpError(f"{ctx.label}: a loop inside a loop body runs only unrolled")
+    _check_body(ctx, body)
     try:
         return ops.loop(body, m, cond, inits, captured, n_scan, max_trips, exact, name=ctx.name)
     except UnsupportedOpError as e:
         raise ctx.unsupported(str(e)) from None
+
+
+def _to_front(x: Tensor, ax: int) -> Tensor:
+    return x if ax == 0 else ops.permute(x, [ax] + [k for k in range(x.ndim) if k != ax])
+
+
+def host_scan(ctx: NodeContext, body_proto, states: list, xs: list, in_axes, in_dirs, out_axes, out_dirs) -> list:
+    """Scan (opset 9 semantics) as one LOOP op: the scan inputs, moved to axis 0 where needed, are
+    read in place slice by slice; the count is their length (a Dim: static or an input's IntVar).
+    UnsupportedOpError when the body cannot run as one graph."""
+    inits = [_tensor(ctx, v, f"state {k}") for k, v in enumerate(states)]
+    xs = [_to_front(_tensor(ctx, x, f"scan input {j}"), ax) for j, (x, ax) in enumerate(zip(xs, in_axes))]
+    count = xs[0].shape[0]
+    outer = {id(t) for t in ctx.scope_tensors()} | {id(t) for t in inits} | {id(t) for t in xs}
+    it = Tensor([], DType.int64, name="iteration")
+    c = Tensor([], DType.bool, name="cond")
+    carried = [Tensor(t.shape, t.dtype, name=f"carried_{k}") for k, t in enumerate(inits)]
+    slices = [Tensor(x.shape[1:], x.dtype, name=f"slice_{j}") for j, x in enumerate(xs)]
+    res = ctx.call(body_proto, [*carried, *slices])
+    outs = [constant(np.array(True))] + [_tensor(ctx, v, f"body output {k}") for k, v in enumerate(res)]
+    outs, captured, placeholders = _cut(outs, [it, c, *carried, *slices], outer)
+    n_out = len(outs) - 1 - len(inits)
+    names = ["cond"] + [f"carried_{k}" for k in range(len(inits))] + [f"scan_{k}" for k in range(n_out)]
+    body = Graph(dict(zip(names, outs)), [it, c, *carried, *slices, *placeholders], name="scan_body")
+    _check_body(ctx, body)
+    try:
+        res = ops.loop(body, None, None, inits, captured, n_out, count.upper, None, name=ctx.name, xs=xs,
+                       scan_in_reverse=in_dirs, scan_out_reverse=out_dirs, count=count)
+    except UnsupportedOpError as e:
+        raise ctx.unsupported(str(e)) from None
+    finals, stacked = res[:len(inits)], res[len(inits):]
+    for k, (t, ax) in enumerate(zip(stacked, out_axes)):
+        ax %= t.ndim
+        if ax:  # stacked along axis 0: the slices' axes move down past the scan axis
+            perm = list(range(1, t.ndim))
+            perm.insert(ax, 0)
+            stacked[k] = ops.permute(t, perm)
+    return [*finals, *stacked]

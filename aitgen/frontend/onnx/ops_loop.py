@@ -29,7 +29,7 @@ from ...ir.dtype import DType
 from ...ir.op import OpKind
 from ...ir.tensor import Tensor, constant
 from ...ops.dynamic import bind_dims, produced_var
-from .loop_host import host_loop
+from .loop_host import host_loop, host_scan
 from .registry import Folded, NodeContext, onnx_op
 
 MAX_ITERATIONS = 256  # iterations one Loop/Scan node may unroll to
@@ -239,15 +239,18 @@ def _scan_body(ctx: NodeContext, body, states: list, xs: list, in_axes, in_dirs,
     lengths = set()
     for j, x in enumerate(xs):
         t = _as_tensor(ctx, x, f"scan input {j}")
-        ax = in_axes[j] % t.ndim if t.ndim else 0
-        if not t.ndim or not t.shape[ax].is_static:
-            raise ctx.unsupported(f"scan input {j} has no static length along axis {in_axes[j]}")
-        lengths.add(t.shape[ax].value)
+        if not t.ndim:
+            raise ctx.malformed(f"scan input {j} is a scalar")
+        ax = in_axes[j] % t.ndim
+        lengths.add(t.shape[ax])
         xs[j], in_axes[j] = t, ax
     if len(lengths) > 1:
-        raise ctx.malformed(f"the scan inputs have different lengths {sorted(lengths)}")
-    n = lengths.pop() if lengths else 0
-    _check_count(ctx, n, "scan length")
+        raise ctx.malformed(f"the scan inputs have different lengths {sorted(str(d) for d in lengths)}")
+    length = lengths.pop() if lengths else None
+    if length is not None and (not length.is_static or length.value > MAX_ITERATIONS):
+        # a length only the run knows, or a long scan: one LOOP op that reads the inputs in place
+        return host_scan(ctx, body, states, xs, in_axes, in_dirs, out_axes, out_dirs)
+    n = length.value if length is not None else 0
     if n == 0:
         raise ctx.unsupported("an empty scan has output shapes aitgen cannot infer")
     per_iter: list[list] = []

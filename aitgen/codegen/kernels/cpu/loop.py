@@ -33,7 +33,7 @@ def lower_loop(op: Op, ctx: LowerContext) -> list[KernelCall]:
     body, plan = a.body, a.plan
     lay = workspace_layout(body, plan.arena_bytes, a.n_carried)
     body_calls = lower_graph(body, plan, ctx.backend, arch=ctx.arch, opts=ctx.opts)
-    trip, cond, inits, captured = a.split(op.inputs)
+    trip, cond, inits, xs, captured = a.split(op.inputs)
     nc, ns = a.n_carried, a.n_scan
     outs = op.outputs[:nc + ns]
     produced = a.trips is not None and any(v.produced for v in a.trips.vars())
@@ -46,6 +46,8 @@ def lower_loop(op: Op, ctx: LowerContext) -> list[KernelCall]:
     ptrs += [cond] if cond is not None else []
     init0 = len(ptrs)
     ptrs += inits
+    xs0 = len(ptrs)
+    ptrs += xs
     cap0 = len(ptrs)
     ptrs += captured
 
@@ -55,6 +57,14 @@ def lower_loop(op: Op, ctx: LowerContext) -> list[KernelCall]:
     if produced:
         vslot = len(dims)
         dims.append(VarSlot(a.trips))
+    cnt = None
+    if a.count is not None:  # Scan: the iterations are the scan length, a size the program evaluates
+        cnt = len(dims)
+        dims.append(a.count)
+    xslice0 = len(dims)
+    dims += [prod(x.shape[1:]) * x.dtype.itemsize for x in xs]
+    nx = len(xs)
+    out_rev = a.scan_out_reverse or (False,) * ns
 
     names = list(body.outputs)
     in_idx = {id(t): i for i, t in enumerate(body.inputs)}
@@ -68,7 +78,8 @@ def lower_loop(op: Op, ctx: LowerContext) -> list[KernelCall]:
             return f"ws + {lay.cond_out}"
         if j <= nc:
             return f"ws + {lay.next[j - 1]}"
-        return f"static_cast<char*>(p[{j - 1}]) + it * d[{j - 1}]"   # scan output j-1-nc is p[j-1]
+        at = "(trips - 1 - it)" if out_rev[j - 1 - nc] else "it"   # reversed: filled from the end
+        return f"static_cast<char*>(p[{j - 1}]) + {at} * d[{j - 1}]"   # scan output j-1-nc is p[j-1]
 
     def source(i: int) -> str:
         if i == 0:
@@ -77,7 +88,11 @@ def lower_loop(op: Op, ctx: LowerContext) -> list[KernelCall]:
             return f"ws + {lay.cond_in}"
         if i < 2 + nc:
             return f"p[{i - 2}]"
-        return f"p[{cap0 + i - 2 - nc}]"
+        if i < 2 + nc + nx:  # a scan input's slice of this iteration, read in place
+            j = i - 2 - nc
+            at = "(trips - 1 - it)" if a.scan_in_reverse[j] else "it"
+            return f"static_cast<char*>(p[{xs0 + j}]) + {at} * d[{xslice0 + j}]"
+        return f"p[{cap0 + i - 2 - nc - nx}]"
 
     def ptr(t) -> str:
         if isinstance(t, OutputRef):
@@ -102,7 +117,7 @@ def lower_loop(op: Op, ctx: LowerContext) -> list[KernelCall]:
         nested += [c.spec, *c.nested]
     spec = KernelSpec.make(ctx.template("loop.cpp.j2"), label=a.label or op.name or "loop", calls=calls,
                            funcs=sorted({c["func"] for c in calls}), n_carried=nc, ws=nc + ns,
-                           vars=nc + ns + 1 if produced else None, vslot=vslot, trip=idx_trip, cond=idx_cond,
+                           vars=nc + ns + 1 if produced else None, vslot=vslot, trip=idx_trip, cond=idx_cond, cnt=cnt,
                            init0=init0, max_trips=a.max_trips, iteration=lay.iteration, cond_in=lay.cond_in,
                            cond_out=lay.cond_out, next=list(lay.next))
     writes = list(range(nc + ns + 1)) + ([nc + ns + 1] if produced else [])
