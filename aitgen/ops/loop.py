@@ -109,7 +109,9 @@ def _infer_loop(inputs, a: LoopAttrs):
 
 
 def _ref_loop(args, a: LoopAttrs, ctx):
-    from ..reference import evaluate  # the oracle runs the body; it imports the op table itself
+    evaluate = ctx.run_graph  # the oracle, which runs the body
+    if evaluate is None:
+        raise UnsupportedOpError(f"loop '{a.label}': its reference runs the body through the oracle (aitgen.reference)")
     body = a.body
     h = int(a.has_trip) + int(a.has_cond)
     m = int(np.asarray(args[0]).reshape(-1)[0]) if a.has_trip else None
