@@ -1,21 +1,23 @@
-"""ONNX Loop and Scan, unrolled at import time over a trip count / scan length known then.
+"""ONNX Loop and Scan: one LOOP op over the body (loop_host.py), or unrolled at import time.
 
-Each iteration converts the body subgraph afresh with its inputs bound to that iteration's values
-(the iteration number is an import-time constant, so Slice/Gather on it fold), and the scan
-outputs are stacked with concat. The unrolled graph grows with the count, so it is capped at
-MAX_ITERATIONS; above it, or with a count known only at run time, UnsupportedOpError names the
-node. (The issue's preferred form, a host-side loop over a compiled body in the generated run
-function, would lift both limits; the codegen has no repeated-kernel run function yet.)
+A Loop whose trip count or condition only the run knows, whose count is above MAX_ITERATIONS,
+or that has no count, and a Scan whose length only the run knows or is above MAX_ITERATIONS,
+become ONE LOOP op (aitgen/ops/loop.py) that the CPU backend runs as a host-side loop over the
+body's compiled kernels: no iteration cap but the scan outputs' bound (loop_host.SCAN_MAX_TRIPS).
 
-Loop's condition: known at import time, it ends the unrolling; computed at run time, the
-loop-carried values are held with where() once it turns false.
+The rest unrolls here: each iteration converts the body afresh with its inputs bound to that
+iteration's values (the iteration number is an import-time constant, so Slice/Gather on it fold,
+and the iterations fuse), and the scan outputs are stacked with concat; capped at MAX_ITERATIONS.
 
-A trip count known only at run time (a graph input, or computed, as Range's function body does)
-unrolls to RUNTIME_TRIPS iterations, each active while i < M and the condition holds; inactive ones
-hold the carried values. Scan outputs under a run-time count or condition are stacked over all
-unrolled iterations and cut to the number that ran, a size the run binds (aitgen/ops/dynamic.py).
-A run that would need more than the unrolled iterations is refused (RuntimeInputError naming the
-node), never truncated: each result passes through a binding that checks the count.
+Unrolling also serves a Loop whose body the LOOP op refuses (a carried value whose shape
+changes, a body that binds sizes during the run, a loop in a loop body). Loop's condition: known
+at import time, it ends the unrolling; computed at run time, the loop-carried values are held with
+where() once it turns false. A trip count known only at run time unrolls to RUNTIME_TRIPS
+iterations, each active while i < M and the condition holds; inactive ones hold the carried
+values. Scan outputs under a run-time count or condition are stacked over all unrolled iterations
+and cut to the number that ran, a size the run binds (aitgen/ops/dynamic.py). A run that would
+need more than the unrolled iterations is refused (RuntimeInputError naming the node), never
+truncated: each result passes through a binding that checks the count.
 """
 from __future__ import annotations
 

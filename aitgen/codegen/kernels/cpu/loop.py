@@ -4,14 +4,16 @@ lowered with its own memory plan, and each of its calls' pointers becomes a C ex
 the loop kernel's own arguments:
 
   p = {carried outputs (the state lives there), scan outputs, workspace, [the run's dim table],
-       [trip count], [condition], carried initial values, captured values}
+       [trip count], [condition], carried initial values, scan inputs, captured values}
   d = {bytes of each carried value, bytes of each scan output's slice, [the trips var's table slot],
+       [the count (Scan's length)], bytes of each scan input's slice,
        then every body call's dims, concatenated: body call j reads d + off_j}
 
 so the outer program evaluates the body's sizes with the run's dims, as it does its own. Body
 intermediates live in the workspace at their planned offsets; the iteration number and the
-condition in slots after them; a scan output of iteration `it` is written in place at
-out + it * slice bytes; carried results go to a slot of their own and are copied into the state
+condition in slots after them; a scan input's slice is read in place at x + it * slice bytes
+(reversed: counted from the end), a scan output of iteration `it` written in place at
+out + it * slice bytes (likewise); carried results go to a slot of their own and are copied into the state
 after the iteration's calls.
 """
 from __future__ import annotations
