@@ -129,7 +129,9 @@ def _ref_loop(args, a: LoopAttrs, ctx):
             raise RuntimeInputError(f"{a.label or 'loop'}: the loop would run past its bound of {a.max_trips} "
                                     "iterations")
         slices = [x[m - 1 - it if rev else it] for x, rev in zip(xs, a.scan_in_reverse)]
-        feeds = dict(zip(body.inputs, [np.array(it, np.int64), np.array(cond), *carried, *slices, *captured]))
+        # in the body's dtypes: the oracle hands float16 operands over widened to float32
+        vals = [np.array(it, np.int64), np.array(cond), *carried, *slices, *captured]
+        feeds = {p: np.asarray(v).astype(p.dtype.np, copy=False) for p, v in zip(body.inputs, vals)}
         res = evaluate(body, feeds)
         vals = [res[id(t)] for t in outs]
         cond = bool(np.asarray(vals[0]).reshape(-1)[0])

@@ -187,3 +187,18 @@ def test_scan_over_a_runtime_length_reads_its_inputs_in_place(tmp_path):
         got = _check(model, outs, m, feeds)
         assert got["es"].shape == (t, 3) and got["ys"].shape == (3, t)
     m.close()
+
+
+def test_float16_build_keeps_the_body_interface(tmp_path):
+    # convert_precision casts around the LOOP (its body takes float32) and the body converts inside
+    # itself when it is compiled: the results follow the oracle to float16's rounding
+    _, outs = ox.load(_rnn())
+    m = ag.compile_model(outs, target="cpu", workdir=tmp_path / "f16", precision="float16")
+    rng = np.random.default_rng(3)
+    feeds = {"M": np.array(20, np.int64), "h0": rng.standard_normal((1, 4)).astype(np.float32),
+             "u": rng.standard_normal((1, 4)).astype(np.float32)}
+    got, ref = m.run(feeds), ag.reference.run(outs, feeds)
+    for k in ref:
+        assert got[k].shape == ref[k].shape
+        np.testing.assert_allclose(got[k], ref[k], rtol=2e-2, atol=2e-2, err_msg=k)
+    m.close()
