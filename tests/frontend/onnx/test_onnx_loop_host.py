@@ -50,8 +50,10 @@ def _until():
         [helper.make_node("Mul", ["x", "k"], ["xk"]), helper.make_node("Add", ["xk", "q"], ["xo"]),
          helper.make_node("ReduceSum", ["xo"], ["sm"], keepdims=0), helper.make_node("Less", ["sm", "limit"], ["c_o"]),
          helper.make_node("Identity", ["sm"], ["s"])],
-        "body", [vi("i", I64, []), vi("c", B, []), vi("x", F, [2])], [vi("c_o", B, []), vi("xo", F, [2]), vi("s", F, [])],
-        [numpy_helper.from_array(np.array(1.5, np.float32), "k"), numpy_helper.from_array(np.array(0.25, np.float32), "q")])
+        "body", [vi("i", I64, []), vi("c", B, []), vi("x", F, [2])],
+        [vi("c_o", B, []), vi("xo", F, [2]), vi("s", F, [])],
+        [numpy_helper.from_array(np.array(1.5, np.float32), "k"),
+         numpy_helper.from_array(np.array(0.25, np.float32), "q")])
     return _model(body, ["M", "c0", "x0"], [vi("M", I64, []), vi("c0", B, []), vi("x0", F, [2]), vi("limit", F, [])],
                   [vi("xf", F, [2]), vi("sums", F, None)])
 
@@ -141,7 +143,8 @@ def test_body_constants_and_constant_weight_matmul(tmp_path):
     m = ag.compile_model(outs, target="cpu", workdir=tmp_path / "rnn")
     assert _loop_kernels(tmp_path / "rnn") == ["cpu/templates/loop.cpp.j2"]
     # the body's weight is lifted into the outer weights file (its set_constants reaches it)
-    assert any(list(c["shape"]) == [4, 4] for c in json.loads((tmp_path / "rnn" / "model.json").read_text())["constants"].values())
+    constants = json.loads((tmp_path / "rnn" / "model.json").read_text())["constants"]
+    assert any(list(c["shape"]) == [4, 4] for c in constants.values())
     rng = np.random.default_rng(1)
     base = {"h0": rng.standard_normal((1, 4)).astype(np.float32), "u": rng.standard_normal((1, 4)).astype(np.float32)}
     for trips in (0, 1, 5, 300):
@@ -164,12 +167,14 @@ def _scan(directions=(0, 1), out_axes=(0, 1)):
         [helper.make_node("Mul", ["s", "nine"], ["sn"]), helper.make_node("Add", ["sn", "a"], ["sa"]),
          helper.make_node("Add", ["sa", "b"], ["s_o"]), helper.make_node("Mul", ["s_o", "w"], ["y"]),
          helper.make_node("Identity", ["s_o"], ["e"])],
-        "body", [vi("s", F, [3]), vi("a", F, [3]), vi("b", F, [3])], [vi("s_o", F, [3]), vi("e", F, [3]), vi("y", F, [3])],
+        "body", [vi("s", F, [3]), vi("a", F, [3]), vi("b", F, [3])],
+        [vi("s_o", F, [3]), vi("e", F, [3]), vi("y", F, [3])],
         [numpy_helper.from_array(np.array(0.9, np.float32), "nine")])
     node = helper.make_node("Scan", ["s0", "xa", "xb"], ["sf", "es", "ys"], body=body, num_scan_inputs=2,
                             scan_input_directions=list(directions), scan_output_axes=list(out_axes),
                             scan_output_directions=[1, 0], name="the_scan")
-    g = helper.make_graph([node], "g", [vi("s0", F, [3]), vi("xa", F, ["T", 3]), vi("xb", F, ["T", 3]), vi("w", F, [3])],
+    g = helper.make_graph([node], "g",
+                          [vi("s0", F, [3]), vi("xa", F, ["T", 3]), vi("xb", F, ["T", 3]), vi("w", F, [3])],
                           [vi("sf", F, [3]), vi("es", F, None), vi("ys", F, None)])
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
 
@@ -201,4 +206,26 @@ def test_float16_build_keeps_the_body_interface(tmp_path):
     for k in ref:
         assert got[k].shape == ref[k].shape
         np.testing.assert_allclose(got[k], ref[k], rtol=2e-2, atol=2e-2, err_msg=k)
+    m.close()
+
+
+def test_two_loops_over_the_same_inputs_with_different_bodies_stay_apart(tmp_path):
+    # dedup compares a LOOP's body by identity: same operands, other bodies -> two loops, two results
+    def body(op):
+        return helper.make_graph(
+            [helper.make_node(op, ["acc", "x"], ["acc_o"]), helper.make_node("Identity", ["c"], ["c_o"])],
+            "body", [vi("i", I64, []), vi("c", B, []), vi("acc", F, [3])], [vi("c_o", B, []), vi("acc_o", F, [3])])
+    nodes = [helper.make_node("Loop", ["M", "", "a0"], ["sum"], body=body("Add"), name="adds"),
+             helper.make_node("Loop", ["M", "", "a0"], ["prod"], body=body("Mul"), name="muls")]
+    g = helper.make_graph(nodes, "g", [vi("M", I64, []), vi("a0", F, [3]), vi("x", F, [3])],
+                          [vi("sum", F, [3]), vi("prod", F, [3])])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    _, outs = ox.load(model)
+    m = ag.compile_model(outs, target="cpu", workdir=tmp_path / "two", verify=True)  # verify: after every pass
+    assert _loop_kernels(tmp_path / "two") == ["cpu/templates/loop.cpp.j2"] * 2
+    feeds = {"M": np.array(4, np.int64), "a0": np.array([1.0, 2.0, -1.0], np.float32),
+             "x": np.array([0.5, 1.5, 2.0], np.float32)}
+    got = _check(model, outs, m, feeds)
+    np.testing.assert_allclose(got["sum"], feeds["a0"] + 4 * feeds["x"], rtol=1e-6)
+    np.testing.assert_allclose(got["prod"], feeds["a0"] * feeds["x"] ** 4, rtol=1e-6)
     m.close()
