@@ -46,7 +46,7 @@ class LoopAttrs:
     trips: Optional[Dim] = None      # the scan outputs' leading dim (None without scan outputs)
     label: str = ""                  # the node as run-time errors name it
     workspace: int = 0               # bytes of the workspace output (0: not compiled yet, no output)
-    plan: Any = dataclasses.field(default=None, compare=False)  # the body's MemoryPlan, once compiled
+    plan: Any = dataclasses.field(default=None, compare=False, repr=False)  # the body's MemoryPlan, once compiled
     # Scan (ONNX Scan as a LOOP): inputs sliced along axis 0, slice `it` (or, reversed, count-1-it)
     # given to the body each iteration; outputs stacked in reverse where scan_out_reverse says so;
     # the count is a Dim (the scan length), evaluated by the program like any size.
