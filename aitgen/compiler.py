@@ -311,9 +311,10 @@ def compile_model(outputs: Union[Outputs, Graph], target: str = "auto", workdir:
 def _kernel_ops(calls) -> dict[str, list[str]]:
     ops: dict[str, list[str]] = {}
     for c in calls:
-        names = ops.setdefault(c.spec.func, [])
-        if c.op not in names:
-            names.append(c.op)
+        for spec in (c.spec, *c.nested):   # a LOOP's body kernels are named by the loop's op
+            names = ops.setdefault(spec.func, [])
+            if c.op not in names:
+                names.append(c.op)
     return ops
 
 
