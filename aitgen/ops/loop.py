@@ -1,13 +1,14 @@
 """LOOP: ONNX Loop as one op over a body graph, run as a host-side loop by the CPU backend.
 
 The body is a Graph of its own (attrs.body) whose inputs are, in order: the iteration number
-(int64 scalar), the condition (bool scalar), the loop-carried values, then the captured values
+(int64 scalar), the condition (bool scalar), the loop-carried values, the slices of the scan
+inputs (Scan: one slice of each along axis 0 per iteration), then the captured values
 (outer tensors the body reads; after codegen/loop_body.py, also the body's constants, lifted so
 the outer graph's weights file holds them). Its outputs, in order: the condition, the carried
 values (the shapes and dtypes of the carried inputs: loop-invariant shapes only), the scan outputs.
 
 The op's inputs: [trip count M (int64 scalar), if given][condition (bool scalar), if given],
-the carried initial values, the captured values. Its outputs: the carried values after the last
+the carried initial values, the scan inputs, the captured values. Its outputs: the carried values after the last
 iteration, the scan outputs stacked along a new axis 0 of length `attrs.trips` (a produced IntVar
 bound by the run when the count is known only then, else static), and, once the body is compiled
 (attrs.workspace > 0), a uint8 workspace that holds the body's arena; nothing reads it.
