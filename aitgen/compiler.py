@@ -19,6 +19,7 @@ from safetensors.numpy import save_file
 
 from .codegen import build as build_mod
 from .codegen.backend import load_backend
+from .codegen.loop_body import prepare_loops
 from .codegen.lower import capabilities, lower_graph
 from .codegen import streams as streams_mod
 from .codegen.mock_build import build_mock, node_table
@@ -233,7 +234,8 @@ def compile_model(outputs: Union[Outputs, Graph], target: str = "auto", workdir:
                            calibration_method=calibration_method)
     num_ops = len(graph.ops)
     run = run_passes(graph, opts, list(PIPELINE) + list(extra_passes))
-    graph = run.graph
+    # LOOP bodies compile with the same options; their constants join the outer graph's weights.
+    graph = prepare_loops(run.graph, opts)
     # After every pass: the plan needs the final schedule and the names name_graph gives.
     start = time.perf_counter()
     plan = plan_memory(graph, opts.caps)
@@ -310,9 +312,10 @@ def compile_model(outputs: Union[Outputs, Graph], target: str = "auto", workdir:
 def _kernel_ops(calls) -> dict[str, list[str]]:
     ops: dict[str, list[str]] = {}
     for c in calls:
-        names = ops.setdefault(c.spec.func, [])
-        if c.op not in names:
-            names.append(c.op)
+        for spec in (c.spec, *c.nested):   # a LOOP's body kernels are named by the loop's op
+            names = ops.setdefault(spec.func, [])
+            if c.op not in names:
+                names.append(c.op)
     return ops
 
 
@@ -377,7 +380,8 @@ def _build_library(graph, plan: MemoryPlan, backend, target, arch, opts, constan
     calls = lower_graph(graph, plan, target, arch=arch, opts=opts)
     unique = {}
     for c in calls:
-        unique.setdefault(c.spec.func, c.spec)
+        for spec in (c.spec, *c.nested):  # a LOOP's body kernels are this library's too
+            unique.setdefault(spec.func, spec)
     suffix = backend.source_suffix
     sources = [build_mod.Source(f"{func}{suffix}", render(spec.template, func=func, **spec.param_dict()))
                for func, spec in unique.items()]

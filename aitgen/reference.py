@@ -99,7 +99,7 @@ def eval_op(op: Op, args: list[np.ndarray], env: Mapping[IntVar, int]) -> list[n
     # An output with a size produced by this very op (NonZero's count) has no shape until it ran.
     shapes = tuple(evaluate_shape(o.shape, env) if all(v in env for d in o.shape for v in d.vars()) else None
                    for o in op.outputs)
-    ctx = RefContext(shapes, env)
+    ctx = RefContext(shapes, env, run_graph=evaluate)
     try:
         outs = d.reference(cargs, op.attrs, ctx)
     except AitgenError:

@@ -170,6 +170,9 @@ def lower_graph(graph: Graph, plan: MemoryPlan, backend: str, arch: Optional[str
                 f"the {backend} backend does not support: its later launches would need each size copied "
                 "back to the host, with a sync and no CUDA graph; build for the CPU, or freeze the input "
                 "with load(..., constant_inputs=...)")
+        if fn is None and op.kind is OpKind.LOOP:
+            raise UnsupportedOpError(f"op loop '{op.name}' has no {backend} kernel yet: Loop runs on the CPU "
+                                     "backend (target='cpu'), as a host-side loop over its compiled body")
         if fn is None:
             raise UnsupportedOpError(f"op {op.kind.value} '{op.name}' has no {backend} kernel yet")
         if getattr(op.attrs, "epilogue", None) is not None and (backend, op.kind) not in _EPILOGUES:

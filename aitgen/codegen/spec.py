@@ -45,6 +45,8 @@ class KernelCall:
     # Indices of the pointers it writes (lower_graph fills it from the op's outputs); the mock
     # device orders launches by what they read and write.
     writes: Optional[list[int]] = None
+    # Kernels this one calls itself (a LOOP's body kernels): built and linked with the model too.
+    nested: list = dataclasses.field(default_factory=list)
 
 
 # A dims entry that reads the run context instead of a shape: kernels that prepack constant

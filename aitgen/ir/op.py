@@ -122,6 +122,8 @@ class OpKind(enum.Enum):
     EXPAND = "expand"
     GATHER = "gather"
     SCATTER_ND = "scatter_nd"  # ONNX ScatterND with run-time indices (ops/scatter.py)
+    # control flow: a host-side loop over a compiled body graph (aitgen/ops/loop.py)
+    LOOP = "loop"
     # attention
     ATTENTION = "attention"
     LINEAR_ATTENTION = "linear_attention"  # ONNX LinearAttention's recurrence (ops/linear_attention.py)

@@ -36,6 +36,7 @@ class Category(enum.Enum):
     GATHER = "gather"
     ATTENTION = "attention"
     GROUPED = "grouped"  # several independent ops of one kind as one kernel
+    CONTROL = "control"  # runs a subgraph (LOOP): opaque to the fusions
 
 
 TensorType = tuple[tuple[Dim, ...], DType]
@@ -46,6 +47,9 @@ class RefContext:
     """What a reference function may need beyond its inputs: concrete output shapes and dim values."""
     out_shapes: tuple[tuple[int, ...], ...]
     env: Mapping[IntVar, int]
+    # The oracle's evaluation of a subgraph, (graph, feeds by Tensor) -> id(tensor) -> value: what
+    # LOOP's reference runs its body with (the oracle passes itself; ops cannot import it back).
+    run_graph: Optional[Callable] = None
 
 
 InferFn = Callable[[Sequence[Tensor], Any], list[TensorType]]

@@ -20,9 +20,10 @@ def _fmt_value(v) -> str:
 def format_attrs(attrs) -> str:
     if not dataclasses.is_dataclass(attrs):
         return ""
-    # An optional field left at None (a gemm without an epilogue, an open clamp end) says nothing.
+    # An optional field left at None (a gemm without an epilogue, an open clamp end) says nothing;
+    # nor does a field declared repr=False (a LOOP's memory plan of its body: a later stage's result).
     parts = [f"{f.name}={_fmt_value(getattr(attrs, f.name))}" for f in dataclasses.fields(attrs)
-             if not (getattr(attrs, f.name) is None and f.default is None)]
+             if f.repr and not (getattr(attrs, f.name) is None and f.default is None)]
     return "[" + ", ".join(parts) + "]" if parts else ""
 
 

@@ -14,6 +14,7 @@ from .gemm import *  # noqa: F401,F403
 from . import grouped  # noqa: F401 - registers GROUPED (ops/grouped.py); passes build it, not users
 from .linalg import *  # noqa: F401,F403
 from .linear_attention import *  # noqa: F401,F403
+from .loop import *  # noqa: F401,F403
 from .nms import *  # noqa: F401,F403
 from .norm import *  # noqa: F401,F403
 from .pool import *  # noqa: F401,F403

@@ -74,6 +74,9 @@ def convert_precision(graph: Graph, opts: CompileOptions) -> Graph:
                     user.replace_input(x, narrow)
 
     for op in ops:
+        if op.kind is OpKind.LOOP:
+            _loop_boundary(op, target)
+            continue
         op.attrs = _retarget(op.attrs, target)
         types = infer_types(op.kind, op.inputs, op.attrs, op.name)
         for out, (_, dtype) in zip(op.outputs, types):
@@ -82,6 +85,23 @@ def convert_precision(graph: Graph, opts: CompileOptions) -> Graph:
     _restore_outputs(graph, declared)
     graph.sort()
     return graph
+
+
+def _loop_boundary(op: Op, target: DType) -> None:
+    """A LOOP keeps its body's interface: its operands are cast back to the dtypes the body takes,
+    its float32 results narrowed for their readers. The body converts inside itself when
+    codegen/loop_body.py runs the pipeline on it (its outputs restored to float32 there too)."""
+    a = op.attrs
+    takes = [DType.int64] * a.has_trip + [DType.bool] * a.has_cond + [p.dtype for p in a.body.inputs[2:]]
+    for x, want in list(zip(op.inputs, takes)):
+        if x.dtype is not want:
+            op.replace_input(x, make_op1(OpKind.CAST, [x], CastAttrs(want)))
+    for o in op.outputs:
+        readers = list(o.users)
+        if o.dtype is DType.float32 and readers:
+            narrow = make_op1(OpKind.CAST, [o], CastAttrs(target))
+            for u in readers:
+                u.replace_input(o, narrow)
 
 
 def precision_policy(opts: CompileOptions) -> Optional[str]:

@@ -289,6 +289,9 @@ class Loader:
         finally:
             self.values, self._const_cache = saved
 
+    def scope_tensors(self) -> list[Tensor]:
+        return [v for v in self.values.values() if isinstance(v, Tensor)] + list(self._const_cache.values())
+
     def qdq_producer(self, name: str):
         """The top-level node producing `name`; None inside a subgraph, whose names may shadow it."""
         return None if self._depth else self._producers.get(name)

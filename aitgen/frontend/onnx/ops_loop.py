@@ -1,21 +1,23 @@
-"""ONNX Loop and Scan, unrolled at import time over a trip count / scan length known then.
+"""ONNX Loop and Scan: one LOOP op over the body (loop_host.py), or unrolled at import time.
 
-Each iteration converts the body subgraph afresh with its inputs bound to that iteration's values
-(the iteration number is an import-time constant, so Slice/Gather on it fold), and the scan
-outputs are stacked with concat. The unrolled graph grows with the count, so it is capped at
-MAX_ITERATIONS; above it, or with a count known only at run time, UnsupportedOpError names the
-node. (The issue's preferred form, a host-side loop over a compiled body in the generated run
-function, would lift both limits; the codegen has no repeated-kernel run function yet.)
+A Loop whose trip count or condition only the run knows, whose count is above MAX_ITERATIONS,
+or that has no count, and a Scan whose length only the run knows or is above MAX_ITERATIONS,
+become ONE LOOP op (aitgen/ops/loop.py) that the CPU backend runs as a host-side loop over the
+body's compiled kernels: no iteration cap but the scan outputs' bound (loop_host.SCAN_MAX_TRIPS).
 
-Loop's condition: known at import time, it ends the unrolling; computed at run time, the
-loop-carried values are held with where() once it turns false.
+The rest unrolls here: each iteration converts the body afresh with its inputs bound to that
+iteration's values (the iteration number is an import-time constant, so Slice/Gather on it fold,
+and the iterations fuse), and the scan outputs are stacked with concat; capped at MAX_ITERATIONS.
 
-A trip count known only at run time (a graph input, or computed, as Range's function body does)
-unrolls to RUNTIME_TRIPS iterations, each active while i < M and the condition holds; inactive ones
-hold the carried values. Scan outputs under a run-time count or condition are stacked over all
-unrolled iterations and cut to the number that ran, a size the run binds (aitgen/ops/dynamic.py).
-A run that would need more than the unrolled iterations is refused (RuntimeInputError naming the
-node), never truncated: each result passes through a binding that checks the count.
+Unrolling also serves a Loop whose body the LOOP op refuses (a carried value whose shape
+changes, a body that binds sizes during the run, a loop in a loop body). Loop's condition: known
+at import time, it ends the unrolling; computed at run time, the loop-carried values are held with
+where() once it turns false. A trip count known only at run time unrolls to RUNTIME_TRIPS
+iterations, each active while i < M and the condition holds; inactive ones hold the carried
+values. Scan outputs under a run-time count or condition are stacked over all unrolled iterations
+and cut to the number that ran, a size the run binds (aitgen/ops/dynamic.py). A run that would
+need more than the unrolled iterations is refused (RuntimeInputError naming the node), never
+truncated: each result passes through a binding that checks the count.
 """
 from __future__ import annotations
 
@@ -24,11 +26,12 @@ from typing import Any, Optional
 import numpy as np
 
 from ... import ops
-from ...errors import ImportError_, ShapeError
+from ...errors import ImportError_, ShapeError, UnsupportedOpError
 from ...ir.dtype import DType
 from ...ir.op import OpKind
 from ...ir.tensor import Tensor, constant
 from ...ops.dynamic import bind_dims, produced_var
+from .loop_host import host_loop, host_scan
 from .registry import Folded, NodeContext, onnx_op
 
 MAX_ITERATIONS = 256  # iterations one Loop/Scan node may unroll to
@@ -76,6 +79,17 @@ def _loop(ctx: NodeContext):
     if n_carried < 0 or n_scan < 0 or len(body.input) != n_carried + 2:
         raise ctx.malformed(f"the body takes {len(body.input)} inputs and gives {len(body.output)} outputs "
                             f"for {max(n_carried, 0)} loop-carried values")
+    m_known = ctx.const(0) if ctx.has_input(0) else None
+    cond_known = _scalar_bool(ctx.value(1)) if ctx.has_input(1) else True
+    static = None if m_known is None else int(m_known.reshape(-1)[0])
+    big = static is not None and static > MAX_ITERATIONS
+    if cond_known is not False and (big or static is None or cond_known is None):
+        try:  # a count or condition only the run knows, or a long loop: one LOOP op over the body
+            return host_loop(ctx, body, n_carried, n_scan, static)
+        except (UnsupportedOpError, ImportError_, ShapeError):
+            if big:
+                raise
+            # a body that cannot run as one graph (a carried shape that changes) is unrolled
     trips, m_rt = None, None
     if ctx.has_input(0):
         m = ctx.const(0)
@@ -227,15 +241,18 @@ def _scan_body(ctx: NodeContext, body, states: list, xs: list, in_axes, in_dirs,
     lengths = set()
     for j, x in enumerate(xs):
         t = _as_tensor(ctx, x, f"scan input {j}")
-        ax = in_axes[j] % t.ndim if t.ndim else 0
-        if not t.ndim or not t.shape[ax].is_static:
-            raise ctx.unsupported(f"scan input {j} has no static length along axis {in_axes[j]}")
-        lengths.add(t.shape[ax].value)
+        if not t.ndim:
+            raise ctx.malformed(f"scan input {j} is a scalar")
+        ax = in_axes[j] % t.ndim
+        lengths.add(t.shape[ax])
         xs[j], in_axes[j] = t, ax
     if len(lengths) > 1:
-        raise ctx.malformed(f"the scan inputs have different lengths {sorted(lengths)}")
-    n = lengths.pop() if lengths else 0
-    _check_count(ctx, n, "scan length")
+        raise ctx.malformed(f"the scan inputs have different lengths {sorted(str(d) for d in lengths)}")
+    length = lengths.pop() if lengths else None
+    if length is not None and (not length.is_static or length.value > MAX_ITERATIONS):
+        # a length only the run knows, or a long scan: one LOOP op that reads the inputs in place
+        return host_scan(ctx, body, states, xs, in_axes, in_dirs, out_axes, out_dirs)
+    n = length.value if length is not None else 0
     if n == 0:
         raise ctx.unsupported("an empty scan has output shapes aitgen cannot infer")
     per_iter: list[list] = []

@@ -226,6 +226,11 @@ class NodeContext:
         converter results. Each call converts the body afresh (one unrolled iteration)."""
         return self._loader.call(graph, self, bindings)
 
+    def scope_tensors(self) -> list[Tensor]:
+        """The Tensors visible by name now (the graph's and enclosing scopes' values): what a loop
+        body converted next reads from outside itself."""
+        return self._loader.scope_tensors()
+
     # -- import-time results ------------------------------------------------------------------
     def constant_value(self, arr) -> Folded:
         return Folded(np.asarray(arr))

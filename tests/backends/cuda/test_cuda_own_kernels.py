@@ -159,12 +159,13 @@ def test_covers_every_cpu_kind_but_gemm_conv_attention():
     # GROUPED is lowered by the GEMM family's dispatcher (kernels/cuda/grouped.py), not by these files.
     # TOPK, SCATTER_ND, LINEAR_ATTENTION, DET and ROI_ALIGN have no CUDA kernel yet: compiling them
     # for CUDA raises UnsupportedOpError; nor have the kinds that bind sizes during the run
-    # (ops/dynamic.py; test_import_data_dependent.py); nor the int8 GEMM/conv (precision="int8", CPU).
+    # (ops/dynamic.py; test_import_data_dependent.py); nor the int8 GEMM/conv (precision="int8", CPU);
+    # nor LOOP, a host-side loop over its body's kernels (ops/loop.py; it runs on the CPU backend).
     assert cpu - ours - {OpKind.GROUPED} == {OpKind.GEMM, OpKind.BMM, OpKind.CONV2D, OpKind.CONV_TRANSPOSE2D,
                                              OpKind.ATTENTION, OpKind.TOPK, OpKind.SCATTER_ND,
                                              OpKind.LINEAR_ATTENTION, OpKind.DET, OpKind.ROI_ALIGN,
                                              OpKind.BIND_DIMS, OpKind.NONZERO, OpKind.NMS, OpKind.UNIQUE,
-                                             OpKind.QGEMM, OpKind.QCONV2D}
+                                             OpKind.QGEMM, OpKind.QCONV2D, OpKind.LOOP}
     assert ours <= cpu
 
 
