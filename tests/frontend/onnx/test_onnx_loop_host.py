@@ -97,12 +97,18 @@ def _loop_kernels(workdir) -> list[str]:
     return [k["template"] for k in report["kernels"]]
 
 
+def _one_loop_build(model, workdir):
+    """(outputs, model built for the CPU), checked to run as ONE call: the loop's own kernel, not
+    one copy of the body per iteration."""
+    _, outs = ox.load(model)
+    m = ag.compile_model(outs, target="cpu", workdir=workdir)
+    assert _loop_kernels(workdir) == ["cpu/templates/loop.cpp.j2"]
+    return outs, m
+
+
 def test_runtime_trip_count_with_carried_sum_and_scan_output(tmp_path):
     model = _accumulate()
-    _, outs = ox.load(model)
-    m = ag.compile_model(outs, target="cpu", workdir=tmp_path / "acc")
-    # ONE call, the loop's own kernel: not one copy of the body per iteration
-    assert _loop_kernels(tmp_path / "acc") == ["cpu/templates/loop.cpp.j2"]
+    outs, m = _one_loop_build(model, tmp_path / "acc")
     # the body's kernels are built and linked too; the runtime's reports name the loop for them
     model_json = json.loads((tmp_path / "acc" / "model.json").read_text())
     assert len(model_json["kernel_ops"]) > 1 and all(v == ["the_loop"] for v in model_json["kernel_ops"].values())
@@ -123,9 +129,7 @@ def test_runtime_trip_count_with_carried_sum_and_scan_output(tmp_path):
 
 def test_condition_computed_by_the_body_stops_the_loop(tmp_path):
     model = _until()
-    _, outs = ox.load(model)
-    m = ag.compile_model(outs, target="cpu", workdir=tmp_path / "until")
-    assert _loop_kernels(tmp_path / "until") == ["cpu/templates/loop.cpp.j2"]
+    outs, m = _one_loop_build(model, tmp_path / "until")
     x0 = np.array([0.5, 1.0], np.float32)
     seen = set()
     for trips, limit, cond in ((1000, 50.0, True), (1000, 1e6, True), (3, 1e6, True), (1000, 0.0, True),
@@ -140,9 +144,7 @@ def test_condition_computed_by_the_body_stops_the_loop(tmp_path):
 
 def test_body_constants_and_constant_weight_matmul(tmp_path):
     model = _rnn()
-    _, outs = ox.load(model)
-    m = ag.compile_model(outs, target="cpu", workdir=tmp_path / "rnn")
-    assert _loop_kernels(tmp_path / "rnn") == ["cpu/templates/loop.cpp.j2"]
+    outs, m = _one_loop_build(model, tmp_path / "rnn")
     # the body's weight is lifted into the outer weights file (its set_constants reaches it)
     constants = json.loads((tmp_path / "rnn" / "model.json").read_text())["constants"]
     assert any(list(c["shape"]) == [4, 4] for c in constants.values())
