@@ -17,6 +17,7 @@ onnx = pytest.importorskip("onnx")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 import aitgen as ag  # noqa: E402
+from aitgen.codegen.cstring import c_string_literal  # noqa: E402
 from aitgen.errors import RuntimeInputError, UnsupportedOpError  # noqa: E402
 from aitgen.frontend import onnx as ox  # noqa: E402
 from aitgen.frontend.onnx import loop_host  # noqa: E402
@@ -231,4 +232,42 @@ def test_two_loops_over_the_same_inputs_with_different_bodies_stay_apart(tmp_pat
     got = _check(model, outs, m, feeds)
     np.testing.assert_allclose(got["sum"], feeds["a0"] + 4 * feeds["x"], rtol=1e-6)
     np.testing.assert_allclose(got["prod"], feeds["a0"] * feeds["x"] ** 4, rtol=1e-6)
+    m.close()
+
+
+def _evil(s: str) -> str:
+    """A name with a quote, a backslash, a newline, a comment's end, an #include and a system() call."""
+    return f'{s}"\\\n*/ #include <cstdlib>\nsystem("id"); //'
+
+
+def test_hostile_names_reach_the_loop_kernel_escaped(tmp_path):
+    """The Loop node, its graph inputs and outputs and its body's values all named hostile: the
+    build escapes every one in its C++ (the loop kernel's label and comments included), runs as
+    onnxruntime and the oracle do, and a run past the bound is refused naming the node as written;
+    the model stays usable."""
+    e = _evil
+    body = helper.make_graph(
+        [helper.make_node("Cast", [e("i")], [e("fi")], to=F), helper.make_node("Mul", [e("x"), e("fi")], [e("xi")]),
+         helper.make_node("Add", [e("acc"), e("xi")], [e("acc_o")]), helper.make_node("Identity", [e("c")], [e("c_o")]),
+         helper.make_node("Identity", [e("acc_o")], [e("s")])],
+        "body", [vi(e("i"), I64, []), vi(e("c"), B, []), vi(e("acc"), F, [3])],
+        [vi(e("c_o"), B, []), vi(e("acc_o"), F, [3]), vi(e("s"), F, [3])])
+    outputs = [vi(e("af"), F, [3]), vi(e("ss"), F, None)]
+    node = helper.make_node("Loop", [e("M"), "", e("a0")], [o.name for o in outputs], body=body, name=e("loop"))
+    g = helper.make_graph([node], "g", [vi(e("M"), I64, []), vi(e("a0"), F, [3]), vi(e("x"), F, [3])], outputs)
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    outs, m = _one_loop_build(model, tmp_path / "evil")
+    srcs = {p.name: p.read_text() for p in (tmp_path / "evil" / "obj" / "src").glob("*.cpp")}
+    for name, text in srcs.items():
+        assert "system(\"id\")" not in text, name   # only its escaped form, \"id\"
+    loop_src = [t for t in srcs.values() if "host-side loop" in t]
+    assert len(loop_src) == 1 and c_string_literal(e("loop")) in loop_src[0]   # the label, escaped
+    rng = np.random.default_rng(5)
+    base = {e("a0"): rng.standard_normal(3).astype(np.float32), e("x"): rng.standard_normal(3).astype(np.float32)}
+    got = _check(model, outs, m, {**base, e("M"): np.array(6, np.int64)})
+    assert got[e("ss")].shape == (6, 3)
+    with pytest.raises(RuntimeInputError) as err:
+        m.run({**base, e("M"): np.array(loop_host.SCAN_MAX_TRIPS + 1, np.int64)})
+    assert e("loop") in str(err.value)
+    _check(model, outs, m, {**base, e("M"): np.array(2, np.int64)})   # still usable
     m.close()
