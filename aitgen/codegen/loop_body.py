@@ -18,9 +18,10 @@ from ..ir.op import OpKind
 from ..ir.tensor import Tensor
 from ..memory import align, plan_memory
 from ..options import CompileOptions
+from .lower import BINDS_SIZES, capabilities
 
 # Kernels that write the run's dim table (sizes produced during the run): a body would need its own.
-_BINDS = (OpKind.BIND_DIMS, OpKind.NONZERO, OpKind.NMS, OpKind.UNIQUE, OpKind.LOOP)
+_BINDS = BINDS_SIZES | {OpKind.LOOP}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,13 +54,11 @@ def _label(op) -> str:
 def prepare_loops(graph: Graph, opts: CompileOptions) -> Graph:
     """Compile every LOOP's body for opts' target (see the module docstring); the graph, renamed."""
     from ..passes import PIPELINE, name_graph, run_passes
-    from .lower import _LOWERINGS, _load_kernels
     loops = [op for op in graph.ops if op.kind is OpKind.LOOP and not op.attrs.workspace]
     if not loops:
         return graph
     target = opts.caps.target if opts.caps is not None else "cpu"
-    _load_kernels(target)
-    if (target, OpKind.LOOP) not in _LOWERINGS:
+    if OpKind.LOOP not in capabilities(target).kinds:
         raise UnsupportedOpError(f"{_label(loops[0])} has no {target} kernel yet: Loop runs on the CPU backend "
                                  "(target='cpu'), as a host-side loop over its compiled body")
     if opts.precision == "int8":

@@ -145,6 +145,10 @@ FLOAT32_ONLY = frozenset({OpKind.SOFTMAX, OpKind.LAYERNORM, OpKind.RMSNORM, OpKi
                           OpKind.ATTENTION})
 
 
+# Kernels that bind sizes during the run (they write the run's dim table; ops/dynamic.py).
+BINDS_SIZES = frozenset({OpKind.BIND_DIMS, OpKind.NONZERO, OpKind.NMS, OpKind.UNIQUE})
+
+
 def lower_graph(graph: Graph, plan: MemoryPlan, backend: str, arch: Optional[str] = None,
                 opts: Optional[CompileOptions] = None) -> list[KernelCall]:
     """The run sequence of a graph that has been through the pipeline, with its memory plan
@@ -164,7 +168,7 @@ def lower_graph(graph: Graph, plan: MemoryPlan, backend: str, arch: Optional[str
         if kind in FLOAT32_ONLY and any(t.dtype is DType.float64 for t in op.inputs):
             raise UnsupportedOpError(f"op {op.kind.value} '{op.name}': its kernels compute in float32, and "
                                      "float64 computes in float64 (cast to float32 around it)")
-        if fn is None and op.kind in (OpKind.BIND_DIMS, OpKind.NONZERO, OpKind.NMS, OpKind.UNIQUE):
+        if fn is None and op.kind in BINDS_SIZES:
             raise UnsupportedOpError(
                 f"op {op.kind.value} '{op.name}' binds sizes during the run (a data-dependent shape), which "
                 f"the {backend} backend does not support: its later launches would need each size copied "

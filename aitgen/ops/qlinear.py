@@ -37,7 +37,7 @@ from .fused import MAX_EXTRA, Epilogue, split_operands, with_epilogue_infer
 from .operand_views import StridedView, with_views_infer, with_views_reference
 from .registry import Category, check, register
 
-__all__ = ["QGemmAttrs", "QConv2dAttrs", "quantize_activation", "own_parts", "ACT_RANGES"]
+__all__ = ["QGemmAttrs", "QConv2dAttrs", "quantize_activation", "own_parts", "extra_scales", "ACT_RANGES"]
 
 # The integer range each activation type is quantised into (int8 symmetric: -127..127).
 ACT_RANGES = {DType.int8: (-127, 127), DType.uint8: (0, 255)}
@@ -116,7 +116,8 @@ def _dequant(acc: np.ndarray, args, attrs) -> np.ndarray:
     return out.astype(np.float32)
 
 
-def _extra_scales(attrs, n: int) -> tuple[float, ...]:
+def extra_scales(attrs, n: int) -> tuple[float, ...]:
+    """Per epilogue extra of a QGEMM / QCONV2D: 0 (float) or the scale of a quantised one."""
     s = tuple(attrs.extra_scales)
     return s if s else (0.0,) * n
 
@@ -126,7 +127,7 @@ def _with_quant_infer(infer):
     out_act when requantised, else what the epilogue gives."""
     def wrapped(inputs, attrs):
         own, extra = split_operands(inputs, attrs)
-        scales = _extra_scales(attrs, len(extra))
+        scales = extra_scales(attrs, len(extra))
         check(len(scales) == len(extra), f"extra_scales has {len(scales)} entries for {len(extra)} epilogue operands")
         stand = []
         for t, sc in zip(extra, scales):
@@ -151,7 +152,7 @@ def _with_quant_epilogue(ref):
         ep = attrs.epilogue
         if ep is not None:
             deq = [np.asarray(x).astype(np.float32) * np.float32(sc) if sc else x
-                   for x, sc in zip(extra, _extra_scales(attrs, len(extra)))]
+                   for x, sc in zip(extra, extra_scales(attrs, len(extra)))]
             (out,) = ep.expr.evaluate([out] + deq)
             out = np.broadcast_to(out, ctx.out_shapes[0]).astype(np.float32)
         out_scale = own_parts(own, attrs)[5]

@@ -35,7 +35,7 @@ from ..ir.graph import Graph
 from ..ir.op import Op, OpKind
 from ..ir.tensor import Tensor
 from ..ops.fused import Epilogue, Expr, split_operands
-from ..ops.qlinear import QConv2dAttrs, QGemmAttrs
+from ..ops.qlinear import QConv2dAttrs, QGemmAttrs, extra_scales
 from ..ops.registry import make_op1
 from ..options import CompileOptions
 from ..quant.calibrate import check_feeds, observe
@@ -119,8 +119,7 @@ def _requantize_one(graph: Graph, op: Op, outs: set) -> bool:
     graph.replace_all_uses(y, new)
     for u in as_extra:   # now reading `new`: it says so in extra_scales
         slot = _residual_slot(u, new)
-        n = u.attrs.epilogue.num_extra
-        scales = list(u.attrs.extra_scales or (0.0,) * n)
+        scales = list(extra_scales(u.attrs, u.attrs.epilogue.num_extra))
         scales[slot - 1] = x_scale
         r = make_op1(u.kind, list(u.inputs), dataclasses.replace(u.attrs, extra_scales=tuple(scales)), u.name)
         r.name = u.outputs[0].name

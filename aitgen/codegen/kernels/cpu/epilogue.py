@@ -40,6 +40,7 @@ from ....ir.dtype import DType
 from ....ir.op import Op, OpKind
 from ....ir.tensor import Tensor
 from ....ops.fused import Epilogue, split_operands
+from ....ops.qlinear import extra_scales
 from ...cexpr import COMPUTE, STORAGE, load, store
 from ..common.access import broadcast_strides
 from ..common.expr import expr_cpp
@@ -147,7 +148,7 @@ def plan(op: Op, out: Tensor, extras: list[Tensor], *, first_ptr: int, key_offse
     # kernel's primitive then writes float32, and the loop below reads that back as slot 0).
     own = own_dtype or out.dtype
     int8 = op.kind in (OpKind.QGEMM, OpKind.QCONV2D)
-    scales = tuple(getattr(op.attrs, "extra_scales", ()) or ()) or (0.0,) * len(extras)
+    scales = extra_scales(op.attrs, len(extras)) if int8 else (0.0,) * len(extras)
     requant = int8 and op.attrs.out_act is not None
     # the values the epilogue computes on: a quantised extra is read as float32(q) * scale
     ext_dtypes = [DType.float32 if sc else x.dtype for x, sc in zip(extras, scales)]
