@@ -219,7 +219,7 @@ void run_quant(const Entry& e, const QuantRun& qr, void* dst, const void* src, c
                const int64_t* src_strides, const int8_t* wei, const float* bias, PackStore* packs, int64_t version,
                void* const* p) {
   dnnl::engine& eng = engine();
-  std::unordered_map<int, dnnl::memory> args;
+  CallArgs& ca = call_args(e);
   const int scales_ptr = qr.scales_ptr;
   void* q = const_cast<void*>(src);  // src_int8: quantised by its producer, read where it lies
   if (!qr.src_int8) {
@@ -232,31 +232,33 @@ void run_quant(const Entry& e, const QuantRun& qr, void* dst, const void* src, c
       quantize_src(x, src_sizes, src_strides, e.src, x_scale, static_cast<int8_t*>(q));
     }
   }
-  args.emplace(DNNL_ARG_SRC, dnnl::memory(e.src, eng, q));
+  ca.bind(DNNL_ARG_SRC, q, e.src);
   void* w = const_cast<int8_t*>(wei);
   if (e.wei_packed == e.wei) {
-    args.emplace(DNNL_ARG_WEIGHTS, dnnl::memory(e.wei, eng, w));
+    ca.bind(DNNL_ARG_WEIGHTS, w, e.wei);
   } else if (packs) {
-    auto packed = packs->get(wei, span(e.wei), version, e.wei, e.wei_packed,
-                             [&](dnnl::memory& to) { pack(e, dnnl::memory(e.wei, eng, w), to); });
-    args.emplace(DNNL_ARG_WEIGHTS, *packed);
+    ca.packed(wei, span(e.wei), version, [&] {
+      return packs->get(wei, span(e.wei), version, e.wei, e.wei_packed,
+                        [&](dnnl::memory& to) { pack(e, dnnl::memory(e.wei, eng, w), to); });
+    });
   } else {
-    dnnl::memory to(e.wei_packed, eng, scratch(kWeiPacked, e.wei_packed.get_size()));
-    pack(e, dnnl::memory(e.wei, eng, w), to);
-    args.emplace(DNNL_ARG_WEIGHTS, to);
+    void* to = scratch(kWeiPacked, e.wei_packed.get_size());
+    pack(e, dnnl::memory(e.wei, eng, w), dnnl::memory(e.wei_packed, eng, to));
+    ca.bind(DNNL_ARG_WEIGHTS, to, e.wei_packed);
   }
-  if (e.has_bias) args.emplace(DNNL_ARG_BIAS, dnnl::memory(e.bias, eng, const_cast<float*>(bias)));
-  for (const BinaryArg& b : e.binaries) args.emplace(b.arg, dnnl::memory(b.md, eng, p[b.ptr]));
+  if (e.has_bias) ca.bind(DNNL_ARG_BIAS, const_cast<float*>(bias), e.bias);
+  for (const BinaryArg& b : e.binaries) ca.bind(b.arg, p[b.ptr], b.md);
   using tag = dnnl::memory::format_tag;
-  args.emplace(DNNL_ARG_ATTR_SCALES | DNNL_ARG_SRC, dnnl::memory({{1}, dt::f32, tag::x}, eng, p[scales_ptr]));
-  args.emplace(DNNL_ARG_ATTR_SCALES | DNNL_ARG_WEIGHTS, dnnl::memory({{qr.n}, dt::f32, tag::x}, eng, p[scales_ptr + 1]));
-  if (qr.out_quant) {
-    args.emplace(DNNL_ARG_ATTR_SCALES | DNNL_ARG_DST, dnnl::memory({{1}, dt::f32, tag::x}, eng, p[scales_ptr + 2]));
-  }
+  const auto scalar = [] { return dnnl::memory::desc({1}, dt::f32, tag::x); };
+  ca.bind(DNNL_ARG_ATTR_SCALES | DNNL_ARG_SRC, p[scales_ptr], scalar);
+  ca.bind(DNNL_ARG_ATTR_SCALES | DNNL_ARG_WEIGHTS, p[scales_ptr + 1],
+          [&] { return dnnl::memory::desc({qr.n}, dt::f32, tag::x); });
+  if (qr.out_quant) ca.bind(DNNL_ARG_ATTR_SCALES | DNNL_ARG_DST, p[scales_ptr + 2], scalar);
   void* out = e.staged ? scratch(kDst, e.dst.get_size()) : dst;
-  args.emplace(DNNL_ARG_DST, dnnl::memory(e.dst, eng, out));
+  ca.bind(DNNL_ARG_DST, out, e.dst);
   const size_t pad = e.scratchpad.get_size();
-  if (pad > 0) args.emplace(DNNL_ARG_SCRATCHPAD, dnnl::memory(e.scratchpad, eng, scratch(kScratchpad, pad)));
+  if (pad > 0) ca.bind(DNNL_ARG_SCRATCHPAD, scratch(kScratchpad, pad), e.scratchpad);
+  const auto& args = ca.args();
   e.prim.execute(stream(), args);
   stream().wait();
   if (!e.staged) return;
