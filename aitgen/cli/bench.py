@@ -13,7 +13,7 @@ import sys
 from typing import Optional
 
 from ..errors import UsageError
-from .values import parse_inputs
+from .values import parse_inputs, threads_option
 
 # oneDNN's dnnl_cpu_isa_t (include/oneapi/dnnl/dnnl_types.h, oneDNN 3.2)
 _ONEDNN_ISA = {0x0: "default", 0x1: "sse41", 0x3: "avx", 0x7: "avx2", 0xf: "avx2_vnni", 0x1f: "avx2_vnni_2",
@@ -35,7 +35,7 @@ def cmd_bench(args) -> int:
     if args.batch is not None and args.batch < 1:
         raise UsageError(f"--batch must be at least 1, got {args.batch}")
     given = parse_inputs(args.input)
-    with Model.load(args.workdir) as model:
+    with Model.load(args.workdir, **threads_option(args)) as model:
         feeds = {**random_inputs(model.input_specs), **given}
         stats = model.benchmark(feeds, iters=args.iters, warmup=args.warmup)
         batch = args.batch if args.batch is not None else leading_batch(model.meta, feeds)

@@ -10,7 +10,7 @@ from pathlib import Path
 from ..errors import OutputDirError, UsageError
 from . import targets
 from .sources import load_outputs
-from .values import output_dir, output_files, parse_calibration, parse_config, parse_dims, parse_inputs
+from .values import output_dir, output_files, parse_calibration, parse_config, parse_dims, parse_inputs, threads_option
 
 
 def is_build_dir(path: str) -> bool:
@@ -152,7 +152,7 @@ def cmd_run(args) -> int:
     if args.cuda_graph:
         raise UsageError("--cuda-graph goes with --mock-device (a real CUDA run takes the build's setting)")
     out = output_dir(args.out) if args.out else None
-    with Model.load(args.workdir) as model:
+    with Model.load(args.workdir, **threads_option(args)) as model:
         outputs = model.run(feeds)
     files = output_files(list(outputs)) if out is not None else {}
     for name, arr in outputs.items():

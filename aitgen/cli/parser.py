@@ -112,6 +112,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="run a CUDA build's host side with no GPU on the mock device: every kernel launch is "
                           "recorded and checked (pointers, alignment, launch limits, graph capture, stream order), "
                           "none executes; inputs not given are zeros at their largest shapes")
+    run.add_argument("--threads", type=int, metavar="N",
+                     help="CPU models: OpenMP threads per run (default: OMP_NUM_THREADS, else every core)")
     run.add_argument("--cuda-graph", action="store_true",
                      help="with --mock-device: run three times with CUDA graphs on (eager, capture, replay)")
     run.set_defaults(func=cmd_run)
@@ -126,6 +128,8 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--batch", type=int, metavar="N",
                        help="inferences per run, for the throughput (default: the size of the leading dim when "
                             "every input's first dim is the same dynamic dim, else 1)")
+    bench.add_argument("--threads", type=int, metavar="N",
+                       help="CPU models: OpenMP threads per run (default: OMP_NUM_THREADS, else every core)")
     bench.add_argument("--json", nargs="?", const="-", metavar="FILE",
                        help="also write every figure, the input shapes and the CPU's ISA as JSON to FILE; "
                             "--json alone prints only the JSON, on stdout")

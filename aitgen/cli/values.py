@@ -161,3 +161,13 @@ def output_files(names: Sequence[str]) -> dict[str, str]:
         taken.add(stem)
         files[name] = stem + ".npy"
     return files
+
+
+def threads_option(args) -> dict:
+    """Model keyword arguments for --threads (absent: none, so OpenMP's default)."""
+    n = getattr(args, "threads", None)
+    if n is None:
+        return {}
+    if n < 1:
+        raise UsageError(f"--threads must be at least 1, got {n}")
+    return {"num_threads": n}

@@ -29,6 +29,7 @@ MAX_RANK = 8
 # Each runtime holds its own activation arena; beyond this a count is a mistake (2**32 + 1 once
 # wrapped to 1 in the C int).
 MAX_RUNTIMES = 1024
+MAX_THREADS = 4096  # the CPU runtime's bound (backends/cpu/src/cpu_runtime.cpp)
 MAX_ITERS = 10**9
 # Index = the C API's AitDType code (runtime.h, codegen/cexpr.py CODE).
 _DTYPES = [DType.float32, DType.float16, DType.bfloat16, DType.int8, DType.int32, DType.int64, DType.bool,
@@ -78,11 +79,17 @@ class Model:
     CUDA models: `device` is the GPU to run on; `cuda_graph` (default: the compile option) replays
     the run sequence as CUDA graphs, one per set of bound dims. ROCm models likewise, through
     hip-python and HIP graphs (runtime/rocm.py). Where no GPU, driver or binding answers, loading
-    raises aitgen.errors.DeviceError saying why."""
+    raises aitgen.errors.DeviceError saying why.
+
+    CPU models: `num_threads` (default None: OpenMP's own, OMP_NUM_THREADS or every core) is the
+    OpenMP threads each run uses; set_num_threads changes it later. Where other processes keep
+    some cores busy, a run as wide as the machine can be many times slower than one that leaves
+    those cores alone (benchmarks/cpu_contention.py; README, "CPU threads")."""
 
     def __init__(self, workdir: Union[str, Path], num_runtimes: int = 1, *, cuda_graph: Optional[bool] = None,
-                 device: int = 0, mock_device: bool = False):
+                 device: int = 0, mock_device: bool = False, num_threads: Optional[int] = None):
         self._handle, self._io, self._impls, self._mock, self._mock_run = None, None, None, None, None
+        self.num_threads: Optional[int] = None  # set_num_threads; None: OpenMP's default
         self._hip = None   # ROCm: the HIP runtime facade (runtime/rocm.py) prepare_device checked
         if not isinstance(mock_device, bool):
             raise RuntimeInputTypeError(f"mock_device must be True or False, got {type(mock_device).__name__}")
@@ -90,6 +97,8 @@ class Model:
         device = _count(device, "device", 0, 1 << 16)
         if cuda_graph is not None and not isinstance(cuda_graph, bool):
             raise RuntimeInputTypeError(f"cuda_graph must be True, False or None, got {type(cuda_graph).__name__}")
+        if num_threads is not None:
+            num_threads = _count(num_threads, "num_threads", 1, MAX_THREADS)
         self.workdir = artifacts.resolve_workdir(workdir)
         with contextlib.ExitStack() as held:
             # Shared: a build into this workdir (exclusive) neither starts nor is half-seen until
@@ -125,6 +134,8 @@ class Model:
             self._handle = handle
         try:
             self._finish_load(art, cuda_graph, device)
+            if num_threads is not None:
+                self.set_num_threads(num_threads)
         except BaseException:
             self.close()
             raise
@@ -158,9 +169,20 @@ class Model:
             raise AitgenError(f"cuda_graph applies to CUDA models (and ROCm ones, as HIP graphs); {self.workdir} "
                               f"was built for {self.target}")
 
+    def set_num_threads(self, n: Optional[int]) -> None:
+        """The OpenMP threads each later run of this CPU model uses (1..MAX_THREADS), or None for
+        OpenMP's default. Waits for runs in progress; runs started after it use the new count."""
+        if self._handle is None:
+            raise ModelError("the model is closed")
+        if self.target != "cpu" or self._mock is not None:
+            raise AitgenError(f"num_threads applies to CPU models; {self.workdir} was built for {self.target}")
+        value = 0 if n is None else _count(n, "num_threads", 1, MAX_THREADS)
+        self._check(self._lib.ait_model_set_option(self._handle, b"num_threads", value))
+        self.num_threads = n
+
     @classmethod
     def load(cls, workdir: Union[str, Path], num_runtimes: int = 1, **kw) -> "Model":
-        """Load a build directory; keyword arguments as for Model (cuda_graph, device).
+        """Load a build directory; keyword arguments as for Model (cuda_graph, device, num_threads).
         `num_runtimes` (1..MAX_RUNTIMES) calls of `run` proceed at once. Every artefact is checked
         first (aitgen/runtime/artifacts.py); a bad one is a ModelError naming the file."""
         return cls(workdir, num_runtimes, **kw)

@@ -1,16 +1,27 @@
 // The CPU backend's hooks of the model container: model memory is 64-byte aligned host memory, and
 // a run is a plain call of the run sequence on the calling thread (kernels use OpenMP inside).
+#include <omp.h>
+
 #include <cstdlib>
 #include <cstring>
 #include <stdexcept>
 #include <string>
 
 #include "aitgen/backend_hooks.h"
+#include "aitgen/bad_input.hpp"
 
 namespace ait {
 namespace hooks {
 
-struct Runtime {};
+// num_threads: the OpenMP threads this runtime's runs use, 0 = OpenMP's default (OMP_NUM_THREADS, else
+// every core). A busy neighbour on one core can make a full-width run many times slower (OpenMP's
+// static split waits at each barrier for the thread that lost its core, benchmarks/cpu_contention.py);
+// a user who knows cores are taken sets fewer.
+struct Runtime {
+  int num_threads = 0;
+};
+
+constexpr int64_t kMaxThreads = 4096;
 
 void init() {}
 
@@ -34,9 +45,31 @@ Runtime* runtime_create() { return new Runtime; }
 
 void runtime_destroy(Runtime* r) noexcept { delete r; }
 
-void execute(Runtime*, const AitRunContext& ctx, int, int, int, void*) { ait_generated_run(&ctx); }
+void execute(Runtime* r, const AitRunContext& ctx, int, int, int, void*) {
+  if (r->num_threads <= 0) {
+    ait_generated_run(&ctx);
+    return;
+  }
+  // The thread count is an ICV of the calling thread: set for this run, then given back, so the
+  // caller's own OpenMP code (torch shares the process's libgomp) keeps its setting. The oneDNN
+  // kernels key their primitives by it (a primitive is made for a thread count).
+  struct Restore {
+    int n;
+    ~Restore() { omp_set_num_threads(n); }
+  } restore{omp_get_max_threads()};
+  omp_set_num_threads(r->num_threads);
+  ait_generated_run(&ctx);
+}
 
-bool set_option(Runtime*, const char*, int64_t) { return false; }
+bool set_option(Runtime* r, const char* name, int64_t value) {
+  if (std::strcmp(name, "num_threads") != 0) return false;
+  if (value < 0 || value > kMaxThreads) {
+    throw ait::bad_input("num_threads must be 0 (OpenMP's default) to " + std::to_string(kMaxThreads) + ", got " +
+                         std::to_string(value));
+  }
+  r->num_threads = static_cast<int>(value);
+  return true;
+}
 
 }  // namespace hooks
 }  // namespace ait

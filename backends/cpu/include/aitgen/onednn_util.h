@@ -14,6 +14,7 @@
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include <immintrin.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <atomic>
@@ -233,13 +234,20 @@ inline uint64_t fingerprint(const void* p, size_t bytes) {
   return h;
 }
 
-// Primitives of one kernel, keyed by the run-time dims (its shapes): creating a primitive
-// descriptor costs tens of microseconds to milliseconds, executing one a few.
+// Primitives of one kernel, keyed by the run-time dims (its shapes) and the calling thread's
+// OpenMP thread count (oneDNN splits the work for the count it was created under, and a runtime's
+// num_threads option changes it): creating a primitive descriptor costs tens of microseconds to
+// milliseconds, executing one a few.
 template <typename Entry>
 class PrimitiveCache {
  public:
   template <typename Make>
-  std::shared_ptr<Entry> get(const int64_t* key, int n, Make&& make) {
+  std::shared_ptr<Entry> get(const int64_t* dims, int n_dims, Make&& make) {
+    thread_local std::vector<int64_t> key_buf;  // no allocation once it has grown
+    key_buf.assign(dims, dims + n_dims);
+    key_buf.push_back(omp_get_max_threads());
+    const int64_t* key = key_buf.data();
+    const int n = n_dims + 1;
     {
       std::lock_guard<std::mutex> lock(mu_);
       // The usual call repeats the last one's shape: compared in place, no key vector allocated.
