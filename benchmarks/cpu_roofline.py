@@ -48,12 +48,17 @@ from cpu_vs_peers import CONFIGS, TARGET_RATIO, _busy_seconds, cpu_isa  # noqa: 
 
 FRAMEWORKS = ("aitgen", "aitgen_onnx", "onnxruntime", "torch")
 ENGINES = ("aitgen", "numpy", "torch")
+# Two large GEMMs, where packing and threading costs are amortised: the peak. Then the models' own
+# shapes (after the passes: Q, K and V merged into one N=2304 GEMM), rows M = 128 tokens (BERT,
+# GPT-2) and 197 (ViT): how near that peak a GEMM of the size the models run can come.
+DEFAULT_SHAPES = ("2048x2048x2048", "1024x4096x1024", "128x2304x768", "128x3072x768", "128x768x3072", "197x3072x768")
 
 
 def parse_args(argv=None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--shapes", default=None, help="peak GEMMs as MxNxK, comma-separated "
-                                                   "(default 2048x2048x2048,1024x4096x1024; 256x256x256 with --small)")
+    ap.add_argument("--shapes", default=None, help="GEMMs as MxNxK, comma-separated (default: two large ones for "
+                                                   f"the peak and the models' own: {','.join(DEFAULT_SHAPES)}; "
+                                                   "256x256x256 with --small)")
     ap.add_argument("--models", default=",".join(CONFIGS), help=f"comma-separated, from {sorted(CONFIGS)}")
     ap.add_argument("--rounds", type=int, default=15, help="timed calls per engine and shape")
     ap.add_argument("--warmup", type=int, default=3, help="untimed calls per engine and shape first")
@@ -68,7 +73,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--workdir", type=Path, default=None, help="keep the GEMM builds here (default: a temp dir)")
     args = ap.parse_args(argv)
     try:
-        shapes = args.shapes or ("256x256x256" if args.small else "2048x2048x2048,1024x4096x1024")
+        shapes = args.shapes or ("256x256x256" if args.small else ",".join(DEFAULT_SHAPES))
         args.shapes = [tuple(int(v) for v in s.lower().split("x")) for s in shapes.split(",") if s]
     except ValueError:
         ap.error(f"--shapes takes MxNxK entries such as 2048x2048x2048, got {args.shapes!r}")
@@ -211,8 +216,18 @@ def table(doc: dict) -> str:
     lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths)))
              for row in rows]
     p = doc["peak"]
+    gemms = [f"  {r['engine']:<6} {r['m']}x{r['n']}x{r['k']}: {r['gflops_median']:.0f} GFLOP/s median, "
+             f"{r['gflops_best']:.0f} best" for r in p["gemms"]]
     return "\n".join([f"peak {p['peak_gflops']:.1f} GFLOP/s fp32 ({p['peak_from']}), {doc['environment']['threads']} "
-                      f"threads"] + lines)
+                      f"threads"] + gemms + lines)
+
+
+def _shown(path: Path) -> str:
+    """A path inside the repository relative to its root (the JSON is committed), else as given."""
+    try:
+        return str(path.resolve().relative_to(HERE.parent))
+    except ValueError:
+        return str(path)
 
 
 def run(args) -> int:
@@ -230,7 +245,7 @@ def run(args) -> int:
                            "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS"), "rounds": args.rounds,
                            "warmup": args.warmup, "pause_s": args.pause, "small": args.small,
                            "loadavg_1min": os.getloadavg()[0]},
-           "peers_json": {"path": str(args.peers_json), "date": penv.get("date"), "threads": penv.get("threads"),
+           "peers_json": {"path": _shown(args.peers_json), "date": penv.get("date"), "threads": penv.get("threads"),
                           "cpu_isa": penv.get("cpu_isa")},
            "peak": peak, "models": {}}
     if penv.get("threads") not in (None, args.threads):
