@@ -35,6 +35,21 @@ def test_inspect_prints_graph_after_pipeline_with_counts(tmp_path, capsys):
     assert "relu" in out and "exp" not in out.split("# ops before")[0]
 
 
+def test_inspect_prints_the_models_flops(capsys):
+    # ResNet-50 at the benchmark's small config: 733,696 multiply-adds (tests/analysis/test_flops.py
+    # checks the count against torch's counter), the same before and after the passes.
+    small = ["--config", "layers=1,1,1,1", "--config", "width=8", "--config", "image_size=32",
+             "--config", "num_classes=10"]
+    assert main(["inspect", "zoo:resnet50", "--summary"] + small) == 0
+    line = next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("# work:"))
+    assert line.startswith("# work: 1.467 MFLOPs (2 per multiply-add of conv2d, gemm); other ops write 26,752 "
+                           "elements before passes, 768 after"), line
+    assert main(["inspect", "zoo:gpt2", "--summary", "--config", "seq=1:32", "--config", "layers=1",
+                 "--config", "hidden=32", "--config", "heads=2", "--config", "vocab=100",
+                 "--config", "max_position=32"]) == 0
+    assert "at the upper bounds seq=32" in capsys.readouterr().out
+
+
 def test_inspect_reports_a_bad_target(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "aitgen", "inspect", f"{tmp_path}/missing.py:f"],
                           capture_output=True, text=True)

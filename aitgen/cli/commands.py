@@ -18,6 +18,7 @@ def is_build_dir(path: str) -> bool:
 
 
 def cmd_inspect(args) -> int:
+    from ..analysis import count_flops
     from ..compiler import compile_options
     from ..ir.graph import Graph
     from ..passes import run_passes
@@ -29,6 +30,7 @@ def cmd_inspect(args) -> int:
     outputs = load_outputs(args.target, parse_config(args.config), parse_dims(args.dim))
     graph = Graph.from_outputs(outputs)
     before = graph.op_counts()
+    work_before = count_flops(graph)  # before the passes: they may rewrite this graph in place
     opts = compile_options("cpu", verify=args.verify, dump_passes=args.dump_passes, fusion=not args.no_fusion)
     run = run_passes(graph, opts)
     graph = run.graph
@@ -40,6 +42,7 @@ def cmd_inspect(args) -> int:
     print(f"# {'kind':<{width}}  before  after")
     for k in sorted(set(before) | set(after)):
         print(f"# {k:<{width}}  {before.get(k, 0):>6}  {after.get(k, 0):>5}")
+    print(work_line(work_before, count_flops(graph)))
     print("# passes: " + ", ".join(f"{r.name} {r.seconds * 1e3:.1f} ms -> {r.ops_after} ops"
                                    for r in run.records))
     from ..viz import pass_table
@@ -47,6 +50,27 @@ def cmd_inspect(args) -> int:
                     activation_bytes=r.activation_bytes) for r in run.records]
     print("\n".join("# " + line for line in pass_table(records, run.input_cost).splitlines()))
     return 0
+
+
+def work_line(before: dict, after: dict) -> str:
+    """The model's arithmetic (aitgen.analysis.count_flops): FLOPs are the same before and after
+    the passes, the elements written by the other ops drop where fusion removed intermediates."""
+    kinds = ", ".join(after["by_kind"]) or "none"
+    line = f"# work: {_si(after['flops'])}FLOPs (2 per multiply-add of {kinds})"
+    if after["int8_macs"]:
+        line += f", {_si(after['int8_ops'])}int8 ops"
+    if after["dims"]:
+        line += " at the upper bounds " + ", ".join(f"{k}={v}" for k, v in after["dims"].items())
+    return line + (f"; other ops write {before['other_elements']:,d} elements before passes, "
+                   f"{after['other_elements']:,d} after")
+
+
+def _si(n: int) -> str:
+    """4 significant figures and a prefix: 8.178 G, 1.467 M, 192 (then the unit follows)."""
+    for scale, prefix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if n >= scale:
+            return f"{n / scale:.4g} {prefix}"
+    return f"{n} "
 
 
 def inspect_build(workdir: str) -> int:
