@@ -76,7 +76,9 @@ AIT_API int ait_model_set_constants(AitModel* model, int n, const char* const* n
 AIT_API int ait_model_num_constants(const AitModel* model);
 
 /* A backend option for every runtime, e.g. "cuda_graph" (0/1) on CUDA: capture the run sequence as
- * a CUDA graph per set of bound dims. Waits for runs in flight; AIT_BAD_INPUT for an unknown name. */
+ * a CUDA graph per set of bound dims; "num_threads" (0 = OpenMP's default, else 1..4096) on the CPU:
+ * the OpenMP threads of each run, set on the calling thread for the run and given back after it.
+ * Waits for runs in flight; AIT_BAD_INPUT for an unknown name or a value out of range. */
 AIT_API int ait_model_set_option(AitModel* model, const char* name, int64_t value);
 AIT_API int ait_model_constant_info(const AitModel* model, int i, const char** name, int* dtype, int64_t* nbytes);
 
