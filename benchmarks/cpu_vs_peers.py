@@ -176,6 +176,16 @@ def ort_runner(path: Path, feeds: dict, out_names: list, threads: int):
     return run
 
 
+def onednn_isa(report: dict) -> dict:
+    """The implementations oneDNN chose for the build's GEMM/conv kernels (report.json's
+    onednn_impls, e.g. "brgconv_1x1:avx512_core"), with how many kernels got each: the ISA the
+    kernels actually run, next to what the CPU offers (environment.cpu_isa)."""
+    counts: dict = {}
+    for impl in (report.get("onednn_impls") or {}).values():
+        counts[impl] = counts.get(impl, 0) + 1
+    return dict(sorted(counts.items()))
+
+
 def aitgen_runner(outputs: dict, feeds: dict, workdir: Path, fusion: bool = True):
     import aitgen as ag
 
@@ -183,6 +193,7 @@ def aitgen_runner(outputs: dict, feeds: dict, workdir: Path, fusion: bool = True
     report = json.loads((workdir / "report.json").read_text())
     build = {k: report.get(k) for k in ("num_ops", "num_kernels", "unique_kernels", "build_seconds",
                                         "activation_bytes", "constant_bytes")}
+    build["onednn_isa"] = onednn_isa(report)
     return (lambda: model.run(feeds)), build, model
 
 
@@ -195,6 +206,7 @@ def aitgen_onnx_runner(path: Path, feeds: dict, out_names: list, workdir: Path):
     model = ag.compile_model({k: outputs[k] for k in out_names}, target="cpu", workdir=workdir)
     report = json.loads((workdir / "report.json").read_text())
     build = {k: report.get(k) for k in ("num_ops", "num_kernels", "unique_kernels", "build_seconds")}
+    build["onednn_isa"] = onednn_isa(report)
     mine = {k: feeds[k] for k in inputs}
     return (lambda: model.run(mine)), build, model
 

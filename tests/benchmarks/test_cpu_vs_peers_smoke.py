@@ -57,3 +57,8 @@ def test_small_run_agrees_and_writes_json(tmp_path):
             e["latency_ms"]["aitgen"]["median"] / e["latency_ms"]["onnxruntime"]["median"])
         assert isinstance(e["target"]["met"], bool)
         assert e["aitgen_build"]["num_kernels"] > 0
+        # the implementations oneDNN chose (a jit ISA, never its reference kernel), per build
+        for build in ("aitgen_build", "aitgen_onnx_build"):
+            isa = e[build]["onednn_isa"]
+            assert isa and sum(isa.values()) >= 1, (name, build, isa)
+            assert not any(impl.startswith("ref") for impl in isa), isa
