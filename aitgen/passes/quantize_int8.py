@@ -148,12 +148,14 @@ def _residual_slot(u: Op, t) -> Optional[int]:
 
 def _requantized_epilogue(ep: Optional[Epilogue], act: DType):
     """The producer's epilogue once its result is stored as `act`, or False where it cannot be: none;
-    a ReLU into uint8 (dropped: the saturation is the ReLU); result + residual, then optionally that
-    ReLU (into uint8)."""
+    a ReLU into uint8 (dropped: the saturation is the ReLU); a chain of unary post-op kinds (a GELU);
+    result + residual, then optionally that ReLU (into uint8)."""
     if ep is None:
         return None
     if _is_relu(ep):
         return None if act is DType.uint8 else False
+    if _is_unary_chain(ep):
+        return ep   # a BERT FFN's GELU: oneDNN post-ops, then the store into act
     e = ep.expr
     add = e.nodes[0] if e.nodes else None
     if add is None or add.kind is not OpKind.ADD or 0 not in add.args or e.num_inputs != 2 or set(add.args) != {0, 1}:
@@ -164,6 +166,26 @@ def _requantized_epilogue(ep: Optional[Epilogue], act: DType):
     if relu is not None and relu.kind is OpKind.RELU and relu.args == (2,) and e.outputs == (3,) and act is DType.uint8:
         return Epilogue(Expr(e.num_inputs, e.nodes[:1], (2,)))
     return False
+
+
+# Unary kinds an int8 kernel takes as oneDNN eltwise post-ops before a quantised store
+# (codegen/kernels/cpu/epilogue.py: its _ELTWISE, GELU both ways and RELU for int8 kernels). Their
+# input is the dequantised accumulator plus bias: finite, so oneDNN's handling of NaN and inf,
+# which keeps the float kernels' GELU (erf) and ReLU in a loop, cannot show.
+_POST_OP_UNARY = (OpKind.RELU, OpKind.GELU, OpKind.TANH, OpKind.SIGMOID, OpKind.SILU, OpKind.HARDSWISH)
+
+
+def _is_unary_chain(ep) -> bool:
+    """The epilogue is f(g(...(acc))) of _POST_OP_UNARY kinds, reading nothing else."""
+    e = ep.expr
+    if e.num_inputs != 1 or not e.nodes:
+        return False
+    cur = 0
+    for i, n in enumerate(e.nodes):
+        if n.kind not in _POST_OP_UNARY or tuple(n.args) != (cur,) or not n.dtype.is_float:
+            return False
+        cur = e.num_inputs + i
+    return tuple(e.outputs) == (cur,)
 
 
 def _is_relu(ep) -> bool:

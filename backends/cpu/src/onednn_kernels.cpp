@@ -70,6 +70,7 @@ dnnl::algorithm algorithm_of(PostAlg a) {
   using A = dnnl::algorithm;
   switch (a) {
     case PostAlg::gelu_tanh: return A::eltwise_gelu_tanh;
+    case PostAlg::gelu_erf: return A::eltwise_gelu_erf;
     case PostAlg::tanh: return A::eltwise_tanh;
     case PostAlg::logistic: return A::eltwise_logistic;
     case PostAlg::swish: return A::eltwise_swish;

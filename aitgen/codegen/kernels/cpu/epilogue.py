@@ -72,6 +72,11 @@ _COMMUTATIVE = {OpKind.ADD, OpKind.MUL}
 # oracle NaN. What it saves: ResNet-50's bottleneck convs (relu(conv + residual)) skip a pass
 # over their float32 result.
 INT8_RELU = True
+# And GELU (erf), while nothing but the accumulator and bias reaches it (no float operand before it
+# in the chain): its input is then finite, and oneDNN's gelu_erf differs from the loop only on +inf.
+# What it saves: BERT's FFN (gelu(x W1 + b)) skips a pass over its float32 result, and its result
+# can be stored int8 for the next GEMM (quantize_int8._requantize).
+INT8_GELU = True
 
 
 def own_operands(op: Op) -> tuple[list[Tensor], list[Tensor]]:
@@ -101,6 +106,9 @@ def _post_ops(ep: Epilogue, out: Tensor, extras: list[Tensor], convert: bool, ds
             return None
         if int8 and n.kind is OpKind.RELU and n.args == (cur,):
             ops.append(dict(alg="relu", alpha=0.0, beta=0.0, src1=-1))   # see INT8_RELU
+        elif (int8 and INT8_GELU and n.kind is OpKind.GELU and n.attrs.approximate != "tanh" and n.args == (cur,)
+              and not any(p["src1"] >= 0 for p in ops)):
+            ops.append(dict(alg="gelu_erf", alpha=0.0, beta=0.0, src1=-1))   # see INT8_GELU
         elif n.kind is OpKind.CAST and n.args == (cur,) and n.dtype is DType.float32 is out.dtype:
             pass  # the widening cast: the primitive already writes float32 (f32_dst), nothing to do
         elif len(n.args) == 1 and n.args[0] == cur and (p := _eltwise(n)) is not None:

@@ -22,7 +22,8 @@ enum class Storage : int { f32 = 0, f16 = 1, bf16 = 2 };
 // max and min drop NaN, gelu_erf, exp and pow(x, -0.5) get +-inf or NaN wrong, so the loop does those.
 enum class PostAlg : int {
   gelu_tanh, tanh, logistic, swish, hardswish, linear, abs, sqrt, pow, add, sub, mul, div,
-  relu  // int8 kernels only (kernels/cpu/epilogue.py INT8_RELU)
+  relu,     // int8 kernels only (kernels/cpu/epilogue.py INT8_RELU)
+  gelu_erf  // int8 kernels only, reading the accumulator and bias alone (epilogue.py INT8_GELU)
 };
 struct PostOp {
   PostAlg alg;
