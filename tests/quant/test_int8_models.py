@@ -108,6 +108,12 @@ def test_small_bert_int8(tmp_path, method):
     assert kinds.count("qgemm") >= 4 and "gemm" not in kinds
     assert "attention" in kinds or "bmm" in kinds
     assert not any(p["impl"].startswith("ref") for p in int8_primitives(report))
+    # the FFN's gelu(x W1 + b) is a oneDNN post-op (epilogue.INT8_GELU) and its result is stored
+    # int8 for the second FFN GEMM (quantize_int8._requantize): no float32 pass between them
+    ffn = [op for op in g.ops if op.name.endswith("intermediate_dense")]
+    assert ffn and all(op.attrs.out_act is not None for op in ffn), [op.attrs.out_act for op in ffn]
+    srcs = [p.read_text() for p in (tmp_path / "obj" / "src").glob("k_*.cpp")]
+    assert any("od::PostAlg::gelu_erf" in s for s in srcs)
     matches_both_oracles(m, g, outputs, feeds_for(inputs, rng), 0.1)
 
 
