@@ -304,6 +304,33 @@ void dispatch_quant(KernelState* st, const QuantRun& qr, bool prepack, int nkey,
   if (ep.loop && !e->post_ops) ep.loop(p, d);
 }
 
+// Where the matmul has no brgemm kernel for this CPU (oneDNN 3.2 without AVX-512), it runs its
+// sgemm-based `gemm:` implementation, and `any` then gives the weight a layout that sgemm repacks on
+// every call: [K, N] x N = 3072 ran at half the speed of K-contiguous weights on an AVX2 EPYC
+// (benchmarks/results/cpu_vs_peers_avx2.json). There a constant weight is stored K-contiguous
+// ([.., N, K] in memory, sgemm's transposed B), which its kernels read without that cost.
+dnnl::memory::desc gemm_weight_layout(const Entry& e, const dnnl::memory::desc& any) {
+  const auto probe = dnnl::matmul::primitive_desc(engine(), e.src, any, e.dst, default_attr());
+  if (std::strncmp(probe.impl_info_str(), "gemm:", 5) != 0) return any;
+  const dims_t dims = e.wei.get_dims();
+  const int r = static_cast<int>(dims.size());
+  dims_t strides(r);
+  strides[r - 2] = 1;           // K innermost
+  strides[r - 1] = dims[r - 2]; // then N
+  int64_t acc = dims[r - 2] * dims[r - 1];
+  for (int i = r - 3; i >= 0; --i) {
+    strides[i] = acc;
+    acc *= dims[i];
+  }
+  const dnnl::memory::desc kmajor(dims, e.wei.get_data_type(), strides);
+  try {
+    const auto pd = dnnl::matmul::primitive_desc(engine(), e.src, kmajor, e.dst, default_attr());
+    if (std::strncmp(pd.impl_info_str(), "gemm:", 5) == 0) return kmajor;
+  } catch (const dnnl::error&) {
+  }
+  return any;
+}
+
 std::shared_ptr<Entry> make_matmul(const MatmulConfig& cfg, const int64_t* d) {
   const int r = cfg.rank;
   const dt t = compute_type(cfg.storage, cfg.convert);
@@ -314,15 +341,16 @@ std::shared_ptr<Entry> make_matmul(const MatmulConfig& cfg, const int64_t* d) {
                           : quant_src_md(r, d, d + r, cfg.quant);
   e->wei = strided_md(r, d + 2 * r, d + 3 * r, cfg.quant ? dt::s8 : t);
   stage_dst(*e, strided_md(r, d + 4 * r, d + 5 * r, t_dst));
-  // A constant weight goes into the layout the primitive picks; one computed at run time is read
-  // where it lies (the brgemm matmul copies its panels as it goes).
-  const dnnl::memory::desc wei =
-      cfg.prepack ? dnnl::memory::desc(e->wei.get_dims(), e->wei.get_data_type(), dnnl::memory::format_tag::any)
-                  : e->wei;
   if (cfg.has_bias) {
     e->has_bias = true;
     e->bias = strided_md(r, d + 6 * r, d + 7 * r, t);
   }
+  // A constant weight goes into the layout the primitive picks; one computed at run time is read
+  // where it lies (the brgemm matmul copies its panels as it goes).
+  dnnl::memory::desc wei =
+      cfg.prepack ? dnnl::memory::desc(e->wei.get_dims(), e->wei.get_data_type(), dnnl::memory::format_tag::any)
+                  : e->wei;
+  if (cfg.prepack && !cfg.quant) wei = gemm_weight_layout(*e, wei);
   finish_epilogue(*e, cfg.epilogue, d, t_dst, [&](dnnl::primitive_attr attr) {
     if (cfg.quant) set_scales(attr, 1 << (r - 1), cfg.out_quant != 0);  // weights [.., K, N]: per N
     return cfg.has_bias ? dnnl::matmul::primitive_desc(engine(), e->src, wei, e->bias, e->dst, attr)
