@@ -1,0 +1,95 @@
+#!/usr/bin/env python
+"""One linear layer y = x W + b, float32 and int8, across output widths: GFLOP/s (GOP/s for int8)
+of aitgen's kernel per shape, with the oneDNN implementation each build got.
+
+    python benchmarks/cpu_gemm_shapes.py                       # M=128, K=768, N=384..3072, K=3072
+    python benchmarks/cpu_gemm_shapes.py --shapes 128x768x3072,128x768x768 --rounds 9
+
+Why: on an AVX2-only EPYC (no AVX-512, no VNNI) oneDNN 3.2's int8 matmul is `gemm:jit`, and
+aitgen's int8 BERT-base ran slower than its float32 one (benchmarks/results/cpu_int8_avx2.json). Here
+(benchmarks/results/cpu_gemm_shapes.json, 2 threads) the int8 layer ran at 79-109 GOP/s for every N,
+float32 at 110-124 GFLOP/s. A bare oneDNN int8 matmul in C++ (u8 x s8, no scale attributes, weights
+in `any`) ran N <= 1024 at 260-325 GOP/s and N >= 1536 at 58-116: what aitgen's int8 path adds
+(per-channel scales, bias, requantisation) is the next thing to take apart there.
+
+Each shape is one model per precision (int8: minmax calibration on 4 random feeds), with its error
+against the float32 oracle reported (relative to max |y|); a round times every build (Model.benchmark,
+--iters runs) in turn, and the report gives the median over --rounds rounds. Writes JSON with the
+CPU's ISA flags (default benchmarks/results/cpu_gemm_shapes.json).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+from pathlib import Path
+
+os.environ.setdefault("OMP_NUM_THREADS", str(len(os.sched_getaffinity(0))))
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from cpu_vs_peers import cpu_isa  # noqa: E402
+
+DEFAULT = "128x768x384,128x768x768,128x768x1024,128x768x1536,128x768x2304,128x768x3072,128x3072x768"
+
+
+def build(m: int, k: int, n: int, precision: str, work: Path):
+    import numpy as np
+    import aitgen as ag
+    from aitgen.frontend import nn
+    x = ag.Tensor([m, k], "float32", name="x")
+    y = nn.Linear(k, n)(x)
+    rng = np.random.default_rng(0)
+    feeds = {"x": rng.standard_normal((m, k)).astype(np.float32)}
+    kw = {}
+    if precision == "int8":
+        kw = dict(precision="int8", calibration=[{"x": rng.standard_normal((m, k)).astype(np.float32)}
+                                                 for _ in range(4)])
+    model = ag.compile_model({"y": y}, target="cpu", workdir=work / f"{precision}_{m}x{k}x{n}", **kw)
+    want = ag.reference.run({"y": y}, feeds)["y"]
+    got = model.run(feeds)["y"]
+    err = float(np.max(np.abs(got - want)) / max(1.0, float(np.max(np.abs(want)))))
+    impls = sorted(set(model.kernel_report().get("onednn_impls", {}).values()))
+    return model, feeds, err, impls
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--shapes", default=DEFAULT, help="MxKxN, comma-separated")
+    ap.add_argument("--precisions", default="float32,int8")
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--iters", type=int, default=20)
+    ap.add_argument("--work", default="build/cpu_gemm_shapes")
+    ap.add_argument("--out", default=str(HERE / "results" / "cpu_gemm_shapes.json"))
+    args = ap.parse_args(argv)
+    shapes = [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")]
+    precisions = args.precisions.split(",")
+    work = Path(args.work).resolve()
+    builds = {}
+    for shape in shapes:
+        for prec in precisions:
+            builds[shape, prec] = build(*shape, prec, work)
+    times: dict = {key: [] for key in builds}
+    for _ in range(args.rounds):
+        for key, (model, feeds, _, _) in builds.items():
+            times[key].append(model.benchmark(feeds, iters=args.iters, warmup=2)["median_ms"])
+    rows = []
+    for (shape, prec), (_, _, err, impls) in builds.items():
+        ms = statistics.median(times[shape, prec])
+        m, k, n = shape
+        rate = 2.0 * m * k * n / ms / 1e6
+        rows.append(dict(m=m, k=k, n=n, precision=prec, median_ms=ms, rate=rate, rel_err=err, impls=impls,
+                         round_medians_ms=times[shape, prec]))
+        print(f"{m}x{k}x{n:<5d} {prec:8s} {ms:8.3f} ms {rate:7.1f} G{'OP' if prec == 'int8' else 'FLOP'}/s  "
+              f"err {err:.1e}  {', '.join(impls)}", flush=True)
+    out = {"benchmark": "cpu_gemm_shapes", "cpu_isa": cpu_isa(), "threads": os.environ.get("OMP_NUM_THREADS"),
+           "rounds": args.rounds, "iters": args.iters, "rows": rows}
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(out, indent=1))
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
