@@ -11,6 +11,7 @@ import re
 import struct
 import time
 import uuid
+import warnings
 from pathlib import Path
 from typing import Optional, Sequence, Union
 
@@ -26,7 +27,7 @@ from .codegen.mock_build import build_mock, node_table
 from .codegen.program import build_program, user_name
 from .codegen.render import render
 from .codegen.report import precision_summary, write_graph_json, write_report
-from .errors import RuntimeInputTypeError, TargetError, WorkdirError
+from .errors import PrecisionFallbackWarning, RuntimeInputTypeError, TargetError, WorkdirError
 from .ir.graph import Graph, Outputs
 from .memory import MemoryPlan, plan_memory
 from .options import CompileOptions
@@ -281,9 +282,14 @@ def compile_model(outputs: Union[Outputs, Graph], target: str = "auto", workdir:
             meta["mock"] = {**mock, "library_sha256": _sha256_file(work / mock["library"]),
                             "runtime_sha256": _sha256_file(work / mock["runtime"]),
                             "nodes": node_table(calls, graph), "ops": [c.op for c in calls]}
+        psum = precision_summary(graph, precision, precision_policy_of(opts))
+        fallback = _precision_fallback(target, opts.precision)
+        if fallback:
+            psum["fallback"] = fallback
+            warnings.warn(fallback, PrecisionFallbackWarning, stacklevel=3)
         write_report(work, graph, plan, num_ops=num_ops, calls=calls, unique_kernels=n_unique, build=result,
                      seconds=time.perf_counter() - t0, target=target, passes=stages, pipeline_input=run.input_cost,
-                     precision=precision_summary(graph, precision, precision_policy_of(opts)))
+                     precision=psum)
         # What `aitgen inspect DIR` draws: the final graph, the kernels each op became, the memory plan.
         write_graph_json(work, graph, calls, plan)
         build_mod.atomic_write(work / MODEL_JSON, json.dumps(meta, indent=1).encode())
@@ -307,6 +313,15 @@ def compile_model(outputs: Union[Outputs, Graph], target: str = "auto", workdir:
                 model.close()
             return work
         return model if model is not None else Model.load(work, num_runtimes=num_runtimes)
+
+
+def _precision_fallback(target: str, precision: Optional[str]) -> Optional[str]:
+    """The CPU's note on a requested precision it has no fast instructions for (bfloat16 without
+    AVX-512, int8 without VNNI), else None; GPU targets have none."""
+    if target != "cpu" or precision is None:
+        return None
+    from .codegen.kernels.cpu import gemm as cpu_gemm
+    return cpu_gemm.precision_fallback(precision)
 
 
 def _kernel_ops(calls) -> dict[str, list[str]]:

@@ -137,6 +137,12 @@ class ReferenceKernelWarning(UserWarning):
     magnitude slower than its jit kernels. The message names the ops and the implementation."""
 
 
+class PrecisionFallbackWarning(UserWarning):
+    """compile_model(precision=...) on a CPU without the instructions that make that precision fast
+    (bfloat16 without AVX-512, int8 without VNNI): the build is correct, and its speed is about
+    float32's or below. The message says what the CPU lacks and what runs instead."""
+
+
 class ProfileFallbackWarning(UserWarning):
     """compile_model(profile=True) could not time the GEMM/conv candidates (no GPU of the build's
     arch here): the build goes on with the cached winners where present, else the heuristic's
