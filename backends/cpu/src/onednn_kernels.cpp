@@ -177,7 +177,8 @@ struct QuantRun {
 
 // q = clamp(rint(x / scale)) exactly as the oracle (ops/qlinear.py): float32 division (not a
 // multiplication by 1/scale, which rounds differently), round-half-even (the default rounding mode).
-template <typename Q>
+// Shift: stored as q + Shift (an s8 value as u8 with zero point 128, Entry::src_shift).
+template <typename Q, int Shift = 0>
 void quantize_src(const float* x, const int64_t* sizes, const int64_t* xs, const dnnl::memory::desc& qmd, float scale,
                   Q* q) {
   const int rank = qmd.get_ndims();
@@ -188,8 +189,10 @@ void quantize_src(const float* x, const int64_t* sizes, const int64_t* xs, const
   const int inner = order[rank - 1];
   const int64_t n_in = sizes[inner], x_in = xs[inner];
   const int64_t outer = n_in ? numel(rank, sizes) / n_in : 0;
-  const float lo = std::is_same<Q, uint8_t>::value ? 0.f : -127.f;
-  const float hi = std::is_same<Q, uint8_t>::value ? 255.f : 127.f;
+  constexpr bool kU8 = std::is_same<Q, uint8_t>::value && Shift == 0;
+  const float lo = kU8 ? 0.f : -127.f;
+  const float hi = kU8 ? 255.f : 127.f;
+  const float shift = static_cast<float>(Shift);
   // A dense source (the usual case) is laid out as its copy: one flat loop. Row by row, an NHWC
   // image's rows are its 3 channels, and the index arithmetic per row cost more than the rows.
   bool same = true;
@@ -197,7 +200,9 @@ void quantize_src(const float* x, const int64_t* sizes, const int64_t* xs, const
   if (same) {
     const int64_t n = numel(rank, sizes);
 #pragma omp parallel for simd schedule(static) if (n > 65536)
-    for (int64_t i = 0; i < n; ++i) q[i] = static_cast<Q>(std::min(hi, std::max(lo, std::nearbyint(x[i] / scale))));
+    for (int64_t i = 0; i < n; ++i) {
+      q[i] = static_cast<Q>(std::min(hi, std::max(lo, std::nearbyint(x[i] / scale))) + shift);
+    }
     return;
   }
 #pragma omp parallel for schedule(static) if (outer * n_in > 65536)
@@ -214,11 +219,11 @@ void quantize_src(const float* x, const int64_t* sizes, const int64_t* xs, const
     const float* xr = x + xo;
     if (x_in == 1) {  // the usual case, a loop the compiler vectorises (vdivps, vrndscaleps)
       for (int64_t i = 0; i < n_in; ++i) {
-        row[i] = static_cast<Q>(std::min(hi, std::max(lo, std::nearbyint(xr[i] / scale))));
+        row[i] = static_cast<Q>(std::min(hi, std::max(lo, std::nearbyint(xr[i] / scale))) + shift);
       }
     } else {
       for (int64_t i = 0; i < n_in; ++i) {
-        row[i] = static_cast<Q>(std::min(hi, std::max(lo, std::nearbyint(xr[i * x_in] / scale))));
+        row[i] = static_cast<Q>(std::min(hi, std::max(lo, std::nearbyint(xr[i * x_in] / scale))) + shift);
       }
     }
   }
@@ -239,6 +244,8 @@ void run_quant(const Entry& e, const QuantRun& qr, void* dst, const void* src, c
     q = scratch(kSrc, e.src.get_size());
     if (qr.quant == 2) {
       quantize_src(x, src_sizes, src_strides, e.src, x_scale, static_cast<uint8_t*>(q));
+    } else if (e.src_shift) {
+      quantize_src<uint8_t, 128>(x, src_sizes, src_strides, e.src, x_scale, static_cast<uint8_t*>(q));
     } else {
       quantize_src(x, src_sizes, src_strides, e.src, x_scale, static_cast<int8_t*>(q));
     }
@@ -265,6 +272,11 @@ void run_quant(const Entry& e, const QuantRun& qr, void* dst, const void* src, c
   ca.bind(DNNL_ARG_ATTR_SCALES | DNNL_ARG_WEIGHTS, p[scales_ptr + 1],
           [&] { return dnnl::memory::desc({qr.n}, dt::f32, tag::x); });
   if (qr.out_quant) ca.bind(DNNL_ARG_ATTR_SCALES | DNNL_ARG_DST, p[scales_ptr + 2], scalar);
+  static int32_t src_zero_point = 128;  // Entry::src_shift; oneDNN only reads it
+  if (e.src_shift) {
+    ca.bind(DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, &src_zero_point,
+            [] { return dnnl::memory::desc({1}, dt::s32, tag::x); });
+  }
   void* out = e.staged ? scratch(kDst, e.dst.get_size()) : dst;
   ca.bind(DNNL_ARG_DST, out, e.dst);
   const size_t pad = e.scratchpad.get_size();
@@ -331,14 +343,27 @@ dnnl::memory::desc gemm_weight_layout(const Entry& e, const dnnl::memory::desc& 
   return any;
 }
 
+// Whether an int8 matmul stores a source it quantises as s8 as u8 = q + 128 with a source zero
+// point of 128 (Entry::src_shift): on CPUs without VNNI, where oneDNN's int8 matmul is its gemm-based
+// `gemm:jit`, an s8 source ran 1.3-1.5x slower than a u8 one (u8 x s8 is vpmaddubsw's form; for s8
+// it makes a shifted copy itself). Same integers, same results.
+bool shift_s8_src() {
+  static const bool shift = [] {
+    const dnnl::cpu_isa isa = dnnl::get_effective_cpu_isa();
+    return isa == dnnl::cpu_isa::sse41 || isa == dnnl::cpu_isa::avx || isa == dnnl::cpu_isa::avx2;
+  }();
+  return shift;
+}
+
 std::shared_ptr<Entry> make_matmul(const MatmulConfig& cfg, const int64_t* d) {
   const int r = cfg.rank;
   const dt t = compute_type(cfg.storage, cfg.convert);
   const dt t_dst = cfg.out_quant ? quant_dt(cfg.out_quant) : cfg.f32_dst ? dt::f32 : t;
   auto e = std::make_shared<Entry>();
+  e->src_shift = cfg.quant == 1 && !cfg.src_int8 && shift_s8_src();
   e->src = !cfg.quant      ? strided_md(r, d, d + r, t)
            : cfg.src_int8 ? strided_md(r, d, d + r, quant_dt(cfg.quant))
-                          : quant_src_md(r, d, d + r, cfg.quant);
+                          : quant_src_md(r, d, d + r, e->src_shift ? 2 : cfg.quant);
   e->wei = strided_md(r, d + 2 * r, d + 3 * r, cfg.quant ? dt::s8 : t);
   stage_dst(*e, strided_md(r, d + 4 * r, d + 5 * r, t_dst));
   if (cfg.has_bias) {
@@ -353,6 +378,7 @@ std::shared_ptr<Entry> make_matmul(const MatmulConfig& cfg, const int64_t* d) {
   if (cfg.prepack && !cfg.quant) wei = gemm_weight_layout(*e, wei);
   finish_epilogue(*e, cfg.epilogue, d, t_dst, [&](dnnl::primitive_attr attr) {
     if (cfg.quant) set_scales(attr, 1 << (r - 1), cfg.out_quant != 0);  // weights [.., K, N]: per N
+    if (e->src_shift) attr.set_zero_points_mask(DNNL_ARG_SRC, 0);
     return cfg.has_bias ? dnnl::matmul::primitive_desc(engine(), e->src, wei, e->bias, e->dst, attr)
                         : dnnl::matmul::primitive_desc(engine(), e->src, wei, e->dst, attr);
   });

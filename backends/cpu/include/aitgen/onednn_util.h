@@ -364,6 +364,10 @@ struct Entry {
   bool staged = false;
   dnnl::memory::desc dst_store;
   bool has_bias = false;
+  // An int8 source quantised here as s8 is stored as u8 = q + 128 and read with oneDNN's source
+  // zero point 128 (make_matmul's shift_s8_src: CPUs without VNNI, where an s8 source costs oneDNN
+  // a shifted copy and compensation of its own).
+  bool src_shift = false;
   bool post_ops = false;             // the primitive applies the epilogue (else its loop runs after)
   std::vector<BinaryArg> binaries;   // operands of its binary post-ops
   dnnl::reorder wei_reorder;  // plain -> packed, for a weight packed on every call
