@@ -6,11 +6,10 @@ of aitgen's kernel per shape, with the oneDNN implementation each build got.
     python benchmarks/cpu_gemm_shapes.py --shapes 128x768x3072,128x768x768 --rounds 9
 
 Why: on an AVX2-only EPYC (no AVX-512, no VNNI) oneDNN 3.2's int8 matmul is `gemm:jit`, and
-aitgen's int8 BERT-base ran slower than its float32 one (benchmarks/results/cpu_int8_avx2.json). Here
-(benchmarks/results/cpu_gemm_shapes.json, 2 threads) the int8 layer ran at 79-109 GOP/s for every N,
-float32 at 110-124 GFLOP/s. A bare oneDNN int8 matmul in C++ (u8 x s8, no scale attributes, weights
-in `any`) ran N <= 1024 at 260-325 GOP/s and N >= 1536 at 58-116: what aitgen's int8 path adds
-(per-channel scales, bias, requantisation) is the next thing to take apart there.
+aitgen's int8 BERT-base ran slower than its float32 one. This script found the int8 layer at 79-109
+GOP/s for every N against float32's 110-124 (benchmarks/results/cpu_gemm_shapes_before_shift.json);
+storing a signed source as u8 with a zero point (onednn_kernels.cpp shift_s8_src) made it 141-199
+(cpu_gemm_shapes.json, a noisy run: float32 97-124; 181-257 in a quieter int8-only run).
 
 Each shape is one model per precision (int8: minmax calibration on 4 random feeds), with its error
 against the float32 oracle reported (relative to max |y|); a round times every build (Model.benchmark,

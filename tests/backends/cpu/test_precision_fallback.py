@@ -53,7 +53,7 @@ def test_int8_without_vnni_warns_and_reports(tmp_path, monkeypatch):
     with pytest.warns(PrecisionFallbackWarning, match="int8 on a CPU without VNNI"):
         model = ag.compile_model(outs, target="cpu", workdir=tmp_path, precision="int8", calibration=calib)
     report = json.loads((tmp_path / "report.json").read_text())
-    assert "int16" in report["precision"]["fallback"]
+    assert "int16" in report["precision"]["fallback"] and "7 bits" in report["precision"]["fallback"]
     _close(model, outs, 5e-2)
 
 
