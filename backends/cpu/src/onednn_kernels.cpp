@@ -345,8 +345,9 @@ dnnl::memory::desc gemm_weight_layout(const Entry& e, const dnnl::memory::desc& 
 
 // Whether an int8 matmul stores a source it quantises as s8 as u8 = q + 128 with a source zero
 // point of 128 (Entry::src_shift): on CPUs without VNNI, where oneDNN's int8 matmul is its gemm-based
-// `gemm:jit`, an s8 source ran 1.3-1.5x slower than a u8 one (u8 x s8 is vpmaddubsw's form; for s8
-// it makes a shifted copy itself). Same integers, same results.
+// `gemm:jit`, an s8 source ran 1.3-1.5x slower than a u8 one in a bare matmul and 2.2-2.8x in
+// aitgen's int8 linear layer (benchmarks/results/cpu_gemm_shapes*.json; u8 x s8 is vpmaddubsw's
+// form, and for s8 oneDNN makes a shifted copy itself). Same integers, same results.
 bool shift_s8_src() {
   static const bool shift = [] {
     const dnnl::cpu_isa isa = dnnl::get_effective_cpu_isa();
