@@ -139,8 +139,9 @@ class ReferenceKernelWarning(UserWarning):
 
 class PrecisionFallbackWarning(UserWarning):
     """compile_model(precision=...) on a CPU without the instructions that make that precision fast
-    (bfloat16 without AVX-512, int8 without VNNI): the build is correct, and its speed is about
-    float32's or below. The message says what the CPU lacks and what runs instead."""
+    (bfloat16 without AVX-512, int8 without VNNI): the build is correct, and slower than on a CPU
+    that has them (bfloat16 at about float32's speed; int8 GEMMs well short of VNNI's gain). The
+    message says what the CPU lacks and what runs instead."""
 
 
 class ProfileFallbackWarning(UserWarning):
