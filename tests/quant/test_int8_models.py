@@ -205,8 +205,9 @@ print(json.dumps({"err": float(np.abs(got - want).max()), "scale": float(np.abs(
 def test_int8_s8_source_shifted_without_vnni(tmp_path):
     """Under ONEDNN_MAX_CPU_ISA=AVX2 an int8 matmul that quantises its own signed (s8) source stores
     it as u8 = q + 128 with oneDNN's source zero point 128 (onednn_kernels.cpp shift_s8_src: oneDNN's
-    gemm-based int8 matmul takes u8 sources faster); one that reads a requantised s8 producer reads it
-    as it lies. Same integers: the build equals the quantised graph's oracle (atol 1e-5 x its
+    gemm-based int8 matmul takes u8 sources faster); a requantised s8 result that only int8 matmuls read
+    (gemm.py shifted_int8) is stored the same way, through the dst zero point, and read with the source
+    zero point. Same integers: the build equals the quantised graph's oracle (atol 1e-5 x its
     magnitude), and oneDNN's log shows which source got which form."""
     env = dict(os.environ, ONEDNN_MAX_CPU_ISA="AVX2", ONEDNN_VERBOSE="1")
     res = subprocess.run([sys.executable, "-c", _SHIFT_CASE, str(tmp_path)], env=env, capture_output=True,
@@ -218,9 +219,10 @@ def test_int8_s8_source_shifted_without_vnni(tmp_path):
     assert out["err"] <= 1e-5 * max(out["scale"], 1.0), out
     execs = [ln for ln in lines if ln.startswith("onednn_verbose") and ",exec," in ln and ",matmul," in ln]
     first = [ln for ln in execs if ",6x24:24x16," in ln]    # quantises x itself: shifted
-    second = [ln for ln in execs if ",6x16:16x5," in ln]    # reads the first's requantised s8 as it lies
+    second = [ln for ln in execs if ",6x16:16x5," in ln]    # reads the first's requantised s8, shifted
     assert first and second, lines[-20:]
-    for ln in first:
-        assert "src_u8" in ln and "zero-points:src" in ln, ln
+    for ln in first:   # ... and stores its requantised s8 result as u8 with dst zero point 128
+        assert "src_u8" in ln and "dst_u8" in ln and "attr-zero-points:src0:0+dst:0 " in ln, ln
     for ln in second:
-        assert "src_s8" in ln and "zero-points" not in ln, ln
+        assert "src_u8" in ln and "dst_f32" in ln and "attr-zero-points:src0:0 " in ln, ln
+        assert "ref" not in ln.split(",")[4], ln

@@ -272,11 +272,10 @@ void run_quant(const Entry& e, const QuantRun& qr, void* dst, const void* src, c
   ca.bind(DNNL_ARG_ATTR_SCALES | DNNL_ARG_WEIGHTS, p[scales_ptr + 1],
           [&] { return dnnl::memory::desc({qr.n}, dt::f32, tag::x); });
   if (qr.out_quant) ca.bind(DNNL_ARG_ATTR_SCALES | DNNL_ARG_DST, p[scales_ptr + 2], scalar);
-  static int32_t src_zero_point = 128;  // Entry::src_shift; oneDNN only reads it
-  if (e.src_shift) {
-    ca.bind(DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, &src_zero_point,
-            [] { return dnnl::memory::desc({1}, dt::s32, tag::x); });
-  }
+  static int32_t shift_zero_point = 128;  // Entry::src_shift / dst_shift; oneDNN only reads it
+  const auto zp_md = [] { return dnnl::memory::desc({1}, dt::s32, tag::x); };
+  if (e.src_shift) ca.bind(DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, &shift_zero_point, zp_md);
+  if (e.dst_shift) ca.bind(DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_DST, &shift_zero_point, zp_md);
   void* out = e.staged ? scratch(kDst, e.dst.get_size()) : dst;
   ca.bind(DNNL_ARG_DST, out, e.dst);
   const size_t pad = e.scratchpad.get_size();
@@ -359,11 +358,12 @@ bool shift_s8_src() {
 std::shared_ptr<Entry> make_matmul(const MatmulConfig& cfg, const int64_t* d) {
   const int r = cfg.rank;
   const dt t = compute_type(cfg.storage, cfg.convert);
-  const dt t_dst = cfg.out_quant ? quant_dt(cfg.out_quant) : cfg.f32_dst ? dt::f32 : t;
   auto e = std::make_shared<Entry>();
-  e->src_shift = cfg.quant == 1 && !cfg.src_int8 && shift_s8_src();
+  e->src_shift = cfg.quant == 1 && (!cfg.src_int8 || cfg.src_shifted) && shift_s8_src();
+  e->dst_shift = cfg.out_quant == 1 && cfg.dst_shifted && shift_s8_src();
+  const dt t_dst = e->dst_shift ? dt::u8 : cfg.out_quant ? quant_dt(cfg.out_quant) : cfg.f32_dst ? dt::f32 : t;
   e->src = !cfg.quant      ? strided_md(r, d, d + r, t)
-           : cfg.src_int8 ? strided_md(r, d, d + r, quant_dt(cfg.quant))
+           : cfg.src_int8 ? strided_md(r, d, d + r, e->src_shift ? dt::u8 : quant_dt(cfg.quant))
                           : quant_src_md(r, d, d + r, e->src_shift ? 2 : cfg.quant);
   e->wei = strided_md(r, d + 2 * r, d + 3 * r, cfg.quant ? dt::s8 : t);
   stage_dst(*e, strided_md(r, d + 4 * r, d + 5 * r, t_dst));
@@ -380,6 +380,7 @@ std::shared_ptr<Entry> make_matmul(const MatmulConfig& cfg, const int64_t* d) {
   finish_epilogue(*e, cfg.epilogue, d, t_dst, [&](dnnl::primitive_attr attr) {
     if (cfg.quant) set_scales(attr, 1 << (r - 1), cfg.out_quant != 0);  // weights [.., K, N]: per N
     if (e->src_shift) attr.set_zero_points_mask(DNNL_ARG_SRC, 0);
+    if (e->dst_shift) attr.set_zero_points_mask(DNNL_ARG_DST, 0);
     return cfg.has_bias ? dnnl::matmul::primitive_desc(engine(), e->src, wei, e->bias, e->dst, attr)
                         : dnnl::matmul::primitive_desc(engine(), e->src, wei, e->dst, attr);
   });

@@ -158,7 +158,7 @@ def matmul_call(ctx: LowerContext, op: Op, out: Tensor, a: Tensor, b: Tensor, bi
         src_offset = len(tail)
         tail.append(a_offset)
     ptrs = [out, a, b] + ([bias] if bias is not None else []) + list(extras)
-    qp = quant_params(quant, ptrs)
+    qp = quant_params(quant, ptrs, op)
     spec = KernelSpec.make(ctx.template("gemm_onednn.cpp.j2"), rank=rank, has_bias=bias is not None,
                            prepack=prepack, nkey=len(dims), src_offset=src_offset, **types, **ep, **qp)
     return KernelCall(spec, ptrs, tail, op.name or op.kind.value)
@@ -172,17 +172,35 @@ def quant_operands(op: Op, own: list) -> tuple[tuple, list]:
     return quant, [x, w] + ([bias] if bias is not None else [])
 
 
-def quant_params(quant: Optional[tuple], ptrs: list) -> dict:
+def shifted_int8(t: Tensor) -> bool:
+    """Whether the int8 tensor t lies as u8 = q + 128 on CPUs where oneDNN's int8 matmul prefers a
+    u8 source (onednn_kernels.cpp shift_s8_src: no VNNI): a QGEMM's s8 requantised result that only
+    QGEMMs read, each as its own x (a BERT FFN's GELU output, read by its second linear layer). Its
+    producer (MatmulConfig::dst_shifted) and readers (src_shifted) both ask this of the same tensor,
+    and their kernels the same run-time test, so they agree; nothing else reads the bytes."""
+    p = t.producer
+    if (t.dtype is not DType.int8 or t.is_output or p is None or p.kind is not OpKind.QGEMM
+            or p.attrs.out_act is not DType.int8 or not t.users):
+        return False
+    return all(u.kind is OpKind.QGEMM and u.inputs[0] is t and u.attrs.act is DType.int8
+               and u.attrs.operand_views is None and sum(x is t for x in u.inputs) == 1 for u in t.users)
+
+
+def quant_params(quant: Optional[tuple], ptrs: list, op: Optional[Op] = None) -> dict:
     """The int8 kernels' params (`quant`: 1 s8 / 2 u8 activations; `scales_ptr`; `out_quant`: the
     result requantised, 0 / 1 s8 / 2 u8; `src_int8`: x comes quantised), their scale operands
-    appended to `ptrs`; none for a float kernel (its rendered source stays as it was)."""
+    appended to `ptrs`; none for a float kernel (its rendered source stays as it was). With `op`
+    (a QGEMM), also `src_shifted` / `dst_shifted`: its x / result is a shifted_int8 tensor."""
     if quant is None:
         return {}
     act, x_scale, w_scale, out_act, out_scale, src_int8 = quant
     at = len(ptrs)
     ptrs += [x_scale, w_scale] + ([out_scale] if out_act is not None else [])
     code = {None: 0, DType.int8: 1, DType.uint8: 2}
-    return dict(quant=code[act], scales_ptr=at, out_quant=code[out_act], src_int8=src_int8)
+    params = dict(quant=code[act], scales_ptr=at, out_quant=code[out_act], src_int8=src_int8)
+    if op is not None:
+        params.update(src_shifted=src_int8 and shifted_int8(op.inputs[0]), dst_shifted=shifted_int8(op.outputs[0]))
+    return params
 
 
 # Matmuls of these dtypes run our own loop (gemm_loop.cpp.j2): oneDNN 3.2's CPU matmul has no

@@ -64,6 +64,12 @@ struct MatmulConfig {
   // (no epilogue then); src_int8: `a` is already int8 of quant's type (a requantised producer's).
   int out_quant = 0;
   bool src_int8 = false;
+  // An s8 tensor passed between int8 matmuls (an s8 requantised result, read as `a` by int8
+  // matmuls only: kernels/cpu/gemm.py shifted_int8) lies as u8 = q + 128 where shift_s8_src()
+  // holds, its producer storing it through oneDNN's dst zero point 128 (dst_shifted) and its readers
+  // reading it with source zero point 128 (src_shifted). Both sides ask the same function, so they agree.
+  bool src_shifted = false;
+  bool dst_shifted = false;
 };
 
 // Convolution or transposed convolution (deconvolution), NHWC. p = {out, x, weight[, bias]}.

@@ -368,6 +368,8 @@ struct Entry {
   // zero point 128 (make_matmul's shift_s8_src: CPUs without VNNI, where an s8 source costs oneDNN
   // a shifted copy and compensation of its own).
   bool src_shift = false;
+  // The s8 result stored as u8 = q + 128 through oneDNN's dst zero point 128 (MatmulConfig::dst_shifted).
+  bool dst_shift = false;
   bool post_ops = false;             // the primitive applies the epilogue (else its loop runs after)
   std::vector<BinaryArg> binaries;   // operands of its binary post-ops
   dnnl::reorder wei_reorder;  // plain -> packed, for a weight packed on every call
