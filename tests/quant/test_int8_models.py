@@ -226,3 +226,50 @@ def test_int8_s8_source_shifted_without_vnni(tmp_path):
     for ln in second:
         assert "src_u8" in ln and "dst_f32" in ln and "attr-zero-points:src0:0 " in ln, ln
         assert "ref" not in ln.split(",")[4], ln
+
+
+_RESIDUAL_CASE = r"""
+import json, sys
+import numpy as np
+import aitgen as ag
+from aitgen import nn, ops
+from aitgen.compiler import compile_options
+from aitgen.passes import optimize
+from aitgen.codegen.kernels.cpu.gemm import shifted_int8
+nn.manual_seed(3)
+x = ag.Tensor([6, 24], dtype="float32", name="x")
+h = ops.tanh(nn.Linear(24, 16)(x))            # requantised to s8: both its readers are int8 GEMMs
+y = nn.Linear(24, 16)(x) + h                   # ... one adds it as its residual
+z = nn.Linear(16, 5)(h)
+rng = np.random.default_rng(2)
+feeds = [{"x": rng.standard_normal((6, 24)).astype(np.float32)} for _ in range(3)]
+outs = {"y": y, "z": z}
+m = ag.compile_model(outs, target="cpu", workdir=sys.argv[1], precision="int8", calibration=feeds)
+g = optimize(outs, compile_options("cpu", precision="int8", calibration=tuple(feeds)))
+test = {"x": rng.standard_normal((6, 24)).astype(np.float32)}
+got, want = m.run(test), ag.reference.run(g, test)
+q = [op for op in g.ops if op.kind.value == "qgemm"]
+print(json.dumps({"err": max(float(np.abs(got[k] - want[k]).max()) for k in want),
+                  "out_acts": [str(op.attrs.out_act) for op in q], "shifted": [shifted_int8(op.outputs[0]) for op in q]}))
+"""
+
+
+def test_int8_s8_result_read_as_residual_stays_s8(tmp_path):
+    """The negative of the case above (gemm.py shifted_int8): a requantised s8 result that one int8
+    GEMM reads as its x and another adds as its residual (a oneDNN binary post-op, which takes no zero
+    point) stays s8 on both sides, under ONEDNN_MAX_CPU_ISA=AVX2 too, and the build equals its oracle."""
+    env = dict(os.environ, ONEDNN_MAX_CPU_ISA="AVX2", ONEDNN_VERBOSE="1")
+    res = subprocess.run([sys.executable, "-c", _RESIDUAL_CASE, str(tmp_path)], env=env, capture_output=True,
+                         text=True, timeout=600)
+    assert res.returncode == 0, res.stderr[-3000:]
+    lines = res.stdout.strip().splitlines()
+    out = json.loads(lines[-1])
+    assert out["out_acts"].count("int8") == 1 and not any(out["shifted"]), out
+    assert out["err"] <= 1e-5, out
+    execs = [ln for ln in lines if ln.startswith("onednn_verbose") and ",exec," in ln and ",matmul," in ln]
+    producer = [ln for ln in execs if "dst_s8" in ln]
+    residual = [ln for ln in execs if "binary_add:s8" in ln]
+    reader = [ln for ln in execs if ",6x16:16x5," in ln]
+    assert producer and residual and reader, lines[-20:]
+    assert all("zero-points:src0:0 " in ln and "+dst" not in ln.split("zero-points")[1] for ln in producer), producer
+    assert all("src_s8" in ln and "zero-points" not in ln for ln in reader), reader

@@ -73,8 +73,8 @@ def precision_fallback(precision: Optional[str]) -> Optional[str]:
     if precision == "int8" and not int8_vnni():
         return ("int8 on a CPU without VNNI: oneDNN sums u8 x s8 pairs in int16, so the weights keep 7 bits "
                 "(the sums cannot saturate); int8 GEMMs ran at 1.5-1.9x float32's rate on an AVX2 EPYC, "
-                "against about 3.5x with AVX512-VNNI (BERT-base 156 ms against 203 fp32, ResNet-50 35 "
-                "against 76)")
+                "against about 3.5x with AVX512-VNNI (BERT-base 98 ms against 158 fp32, ResNet-50 33 "
+                "against 60)")
     return None
 
 
