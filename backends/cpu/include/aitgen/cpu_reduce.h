@@ -61,63 +61,59 @@ template <typename C> inline C highest() {
 }
 
 // Row helpers over n contiguous elements, computed in float32. The float32 rows, the hot case,
-// use GCC vector extensions: two 16-lane accumulators stay in registers (an auto-vectorised
-// reduction keeps its lanes in memory or, for max without -ffinite-math-only, stays scalar), and
-// the code is still portable (GCC splits the 64-byte vectors on narrower targets). Sums add
-// blocks of 1024 elements in double: vectorised, and accurate for long rows. Other storage types
-// take plain loops.
-typedef float f32x16 __attribute__((vector_size(64)));
-typedef int32_t i32x16 __attribute__((vector_size(64)));
+// use GCC vector extensions: two accumulators stay in registers (an auto-vectorised reduction keeps
+// its lanes in memory or, for max without -ffinite-math-only, stays scalar). The vectors are the
+// target's width (cpu_vmath.h's vfloat: 16 lanes with AVX-512, 8 with AVX2): GCC 12 splits wider
+// vectors' arithmetic, but lowers their compares and selects one lane at a time, which made the
+// NaN-propagating max pool 38x slower on an AVX2 EPYC (3.8 ms for ResNet-50's, against 0.1).
+// Sums add blocks of 1024 elements in double: vectorised, and accurate for long rows. Other storage
+// types take plain loops.
+constexpr int64_t kLanes = kVecFloats;
+typedef int32_t vint __attribute__((vector_size(kVecFloats * 4)));
 constexpr int64_t kBlock = 1024;
 
-inline f32x16 splat(float v) { return f32x16{} + v; }
-inline f32x16 loadu(const float* p) {
-  f32x16 v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
+inline vfloat splat(float v) { return vfloat{} + v; }
+inline vfloat loadu(const float* p) { return vload(p); }
+inline void storeu(float* p, const vfloat& v) { std::memcpy(p, &v, sizeof v); }
+// Horizontal sum and max by halving (a tree, not a lane-long dependency chain): lanes [0, w) meet
+// lanes [w, 2w), for 16 lanes the order (lo8 + hi8, lo4 + hi4, (b0 + b2) + (b1 + b3)).
+inline float hsum(const vfloat& v) {
+  float a[kLanes];
+  std::memcpy(a, &v, sizeof a);
+  for (int64_t w = kLanes / 2; w >= 1; w /= 2)
+    for (int64_t i = 0; i < w; ++i) a[i] += a[i + w];
+  return a[0];
 }
-inline void storeu(float* p, const f32x16& v) { std::memcpy(p, &v, sizeof v); }
-// Horizontal sum and max by halving (a tree of shuffles, not a 16-long dependency chain).
-typedef float f32x8 __attribute__((vector_size(32)));
-typedef float f32x4 __attribute__((vector_size(16)));
-inline f32x8 lo8(const f32x16& v) { return __builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7); }
-inline f32x8 hi8(const f32x16& v) { return __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15); }
-inline f32x4 lo4(const f32x8& v) { return __builtin_shufflevector(v, v, 0, 1, 2, 3); }
-inline f32x4 hi4(const f32x8& v) { return __builtin_shufflevector(v, v, 4, 5, 6, 7); }
-inline float hsum(const f32x16& v) {
-  const f32x8 a = lo8(v) + hi8(v);
-  const f32x4 b = lo4(a) + hi4(a);
-  return (b[0] + b[2]) + (b[1] + b[3]);
-}
-inline float hmax(const f32x16& v) {
-  const f32x8 a = lo8(v) > hi8(v) ? lo8(v) : hi8(v);
-  const f32x4 b = lo4(a) > hi4(a) ? lo4(a) : hi4(a);
-  const float c = b[0] > b[2] ? b[0] : b[2], d = b[1] > b[3] ? b[1] : b[3];
-  return c > d ? c : d;
+inline float hmax(const vfloat& v) {
+  float a[kLanes];
+  std::memcpy(a, &v, sizeof a);
+  for (int64_t w = kLanes / 2; w >= 1; w /= 2)
+    for (int64_t i = 0; i < w; ++i) a[i] = a[i] > a[i + w] ? a[i] : a[i + w];
+  return a[0];
 }
 
-// exp(x) for x <= 0 (softmax's x - max), 16 lanes, relative error ~1e-7; NaN stays NaN, and
+// exp(x) for x <= 0 (softmax's x - max), one vector, relative error ~1e-7; NaN stays NaN, and
 // x < -87.3 (where float32 leaves the normal range) gives 0. Cody-Waite reduction x = n ln2 + r
 // with n rounded by the 1.5 * 2^23 trick, Cephes' polynomial for exp(r), 2^n built in the bits.
-inline f32x16 exp_v(const f32x16& x) {
-  const f32x16 lo = splat(-87.3f);
-  const f32x16 xc = x < lo ? lo : x;
-  const f32x16 magic = splat(12582912.0f);
-  const f32x16 t = xc * 1.44269504088896341f + magic;
-  const f32x16 n = t - magic;
-  f32x16 r = xc - n * 0.693359375f;
+inline vfloat exp_v(const vfloat& x) {
+  const vfloat lo = splat(-87.3f);
+  const vfloat xc = x < lo ? lo : x;
+  const vfloat magic = splat(12582912.0f);
+  const vfloat t = xc * 1.44269504088896341f + magic;
+  const vfloat n = t - magic;
+  vfloat r = xc - n * 0.693359375f;
   r = r + n * 2.12194440e-4f;
-  f32x16 q = splat(1.9875691500E-4f);
+  vfloat q = splat(1.9875691500E-4f);
   q = q * r + 1.3981999507E-3f;
   q = q * r + 8.3334519073E-3f;
   q = q * r + 4.1665795894E-2f;
   q = q * r + 1.6666665459E-1f;
   q = q * r + 5.0000001201E-1f;
   q = (q * r) * r + r + 1.0f;
-  i32x16 ti;
+  vint ti;
   std::memcpy(&ti, &t, sizeof ti);
-  const i32x16 bits = (ti - (0x4B400000 - 127)) << 23;
-  f32x16 scale;
+  const vint bits = (ti - (0x4B400000 - 127)) << 23;
+  vfloat scale;
   std::memcpy(&scale, &bits, sizeof scale);
   return x < lo ? splat(0.0f) : q * scale;
 }
@@ -135,11 +131,11 @@ inline double row_sum(const float* x, int64_t n) {
   double total = 0.0;
   for (int64_t b = 0; b < n; b += kBlock) {
     const int64_t e = n - b < kBlock ? n : b + kBlock;
-    f32x16 a0 = splat(0.0f), a1 = splat(0.0f);
+    vfloat a0 = splat(0.0f), a1 = splat(0.0f);
     int64_t i = b;
-    for (; i + 32 <= e; i += 32) {
+    for (; i + 2 * kLanes <= e; i += 2 * kLanes) {
       a0 += loadu(x + i);
-      a1 += loadu(x + i + 16);
+      a1 += loadu(x + i + kLanes);
     }
     float s = hsum(a0 + a1);
     for (; i < e; ++i) s += x[i];
@@ -160,13 +156,13 @@ inline double row_sumsq(const T* x, int64_t n, float mu) {
 }
 inline double row_sumsq(const float* x, int64_t n, float mu) {
   double total = 0.0;
-  const f32x16 m = splat(mu);
+  const vfloat m = splat(mu);
   for (int64_t b = 0; b < n; b += kBlock) {
     const int64_t e = n - b < kBlock ? n : b + kBlock;
-    f32x16 a0 = splat(0.0f), a1 = splat(0.0f);
+    vfloat a0 = splat(0.0f), a1 = splat(0.0f);
     int64_t i = b;
-    for (; i + 32 <= e; i += 32) {
-      const f32x16 c0 = loadu(x + i) - m, c1 = loadu(x + i + 16) - m;
+    for (; i + 2 * kLanes <= e; i += 2 * kLanes) {
+      const vfloat c0 = loadu(x + i) - m, c1 = loadu(x + i + kLanes) - m;
       a0 += c0 * c0;
       a1 += c1 * c1;
     }
@@ -179,7 +175,7 @@ inline double row_sumsq(const float* x, int64_t n, float mu) {
 
 // One output pixel of pooling over n channels: y[j] = max (NaN-propagating) or sum / div of
 // x[off[t] + j] over the ntaps taps, summed in tap order (as the oracle does). The float32 case
-// keeps 16 channels in a register across the taps; other types go through a stack block.
+// keeps a vector of channels in a register across the taps; other types go through a stack block.
 template <typename T, typename C>
 inline T from_compute(C v) { return static_cast<T>(v); }
 template <>
@@ -214,10 +210,10 @@ inline void pool_max(T* y, const T* x, const int64_t* off, int ntaps, int64_t n)
 template <>
 inline void pool_max<float, float>(float* y, const float* x, const int64_t* off, int ntaps, int64_t n) {
   int64_t j = 0;
-  for (; j + 16 <= n; j += 16) {
-    f32x16 acc = splat(-INFINITY);
+  for (; j + kLanes <= n; j += kLanes) {
+    vfloat acc = splat(-INFINITY);
     for (int t = 0; t < ntaps; ++t) {
-      const f32x16 v = loadu(x + off[t] + j);
+      const vfloat v = loadu(x + off[t] + j);
       acc = (v > acc) | (v != v) ? v : acc;
     }
     storeu(y + j, acc);
@@ -244,8 +240,8 @@ inline void pool_avg(T* y, const T* x, const int64_t* off, int ntaps, int64_t n,
 template <>
 inline void pool_avg<float>(float* y, const float* x, const int64_t* off, int ntaps, int64_t n, float div) {
   int64_t j = 0;
-  for (; j + 16 <= n; j += 16) {
-    f32x16 acc = splat(0.0f);
+  for (; j + kLanes <= n; j += kLanes) {
+    vfloat acc = splat(0.0f);
     for (int t = 0; t < ntaps; ++t) acc += loadu(x + off[t] + j);
     storeu(y + j, acc / div);
   }
@@ -275,10 +271,10 @@ inline float row_max(const T* x, int64_t n) {
   return m;
 }
 inline float row_max(const float* x, int64_t n) {
-  f32x16 a0 = splat(-INFINITY), a1 = a0;
+  vfloat a0 = splat(-INFINITY), a1 = a0;
   int64_t i = 0;
-  for (; i + 32 <= n; i += 32) {
-    const f32x16 v0 = loadu(x + i), v1 = loadu(x + i + 16);
+  for (; i + 2 * kLanes <= n; i += 2 * kLanes) {
+    const vfloat v0 = loadu(x + i), v1 = loadu(x + i + kLanes);
     a0 = a0 > v0 ? a0 : v0;
     a1 = a1 > v1 ? a1 : v1;
   }
@@ -300,13 +296,13 @@ inline double row_exp_sum(const T* x, int64_t n, float m, float* e) {
 }
 inline double row_exp_sum(const float* x, int64_t n, float m, float* e) {
   double total = 0.0;
-  const f32x16 mv = splat(m);
+  const vfloat mv = splat(m);
   for (int64_t b = 0; b < n; b += kBlock) {
     const int64_t end = n - b < kBlock ? n : b + kBlock;
-    f32x16 a0 = splat(0.0f);
+    vfloat a0 = splat(0.0f);
     int64_t i = b;
-    for (; i + 16 <= end; i += 16) {
-      const f32x16 v = exp_v(loadu(x + i) - mv);
+    for (; i + kLanes <= end; i += kLanes) {
+      const vfloat v = exp_v(loadu(x + i) - mv);
       if (e) storeu(e + i, v);
       a0 += v;
     }
