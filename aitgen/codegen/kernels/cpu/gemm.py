@@ -72,9 +72,9 @@ def precision_fallback(precision: Optional[str]) -> Optional[str]:
                 "less (BERT-base 230 ms against 219 on an AVX2 EPYC), with bfloat16's rounding")
     if precision == "int8" and not int8_vnni():
         return ("int8 on a CPU without VNNI: oneDNN sums u8 x s8 pairs in int16, so the weights keep 7 bits "
-                "(the sums cannot saturate); int8 GEMMs ran at 1.5-1.9x float32's rate on an AVX2 EPYC, "
-                "against about 3.5x with AVX512-VNNI (BERT-base 98 ms against 158 fp32, ResNet-50 33 "
-                "against 60)")
+                "(the sums cannot saturate); int8 models ran 1.7-1.9x faster than float32 on an AVX2 EPYC, "
+                "against about 3.5x with AVX512-VNNI (BERT-base 87 ms against 150 fp32, ResNet-50 26 "
+                "against 50)")
     return None
 
 
