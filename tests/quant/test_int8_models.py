@@ -202,6 +202,17 @@ print(json.dumps({"err": float(np.abs(got - want).max()), "scale": float(np.abs(
 """
 
 
+def _run_avx2_case(case: str, tmp_path) -> tuple[list, dict]:
+    """Run a case script under ONEDNN_MAX_CPU_ISA=AVX2 with oneDNN's log: (its stdout lines, the JSON
+    its last line prints)."""
+    env = dict(os.environ, ONEDNN_MAX_CPU_ISA="AVX2", ONEDNN_VERBOSE="1")
+    res = subprocess.run([sys.executable, "-c", case, str(tmp_path)], env=env, capture_output=True,
+                         text=True, timeout=600)
+    assert res.returncode == 0, res.stderr[-3000:]
+    lines = res.stdout.strip().splitlines()
+    return lines, json.loads(lines[-1])
+
+
 def test_int8_s8_source_shifted_without_vnni(tmp_path):
     """Under ONEDNN_MAX_CPU_ISA=AVX2 an int8 matmul that quantises its own signed (s8) source stores
     it as u8 = q + 128 with oneDNN's source zero point 128 (onednn_kernels.cpp shift_s8_src: oneDNN's
@@ -209,12 +220,7 @@ def test_int8_s8_source_shifted_without_vnni(tmp_path):
     (gemm.py shifted_int8) is stored the same way, through the dst zero point, and read with the source
     zero point. Same integers: the build equals the quantised graph's oracle (atol 1e-5 x its
     magnitude), and oneDNN's log shows which source got which form."""
-    env = dict(os.environ, ONEDNN_MAX_CPU_ISA="AVX2", ONEDNN_VERBOSE="1")
-    res = subprocess.run([sys.executable, "-c", _SHIFT_CASE, str(tmp_path)], env=env, capture_output=True,
-                         text=True, timeout=600)
-    assert res.returncode == 0, res.stderr[-3000:]
-    lines = res.stdout.strip().splitlines()
-    out = json.loads(lines[-1])
+    lines, out = _run_avx2_case(_SHIFT_CASE, tmp_path)
     assert out["acts"] == ["i8"], out   # both GEMMs read signed int8
     assert out["err"] <= 1e-5 * max(out["scale"], 1.0), out
     execs = [ln for ln in lines if ln.startswith("onednn_verbose") and ",exec," in ln and ",matmul," in ln]
@@ -258,12 +264,7 @@ def test_int8_s8_result_read_as_residual_stays_s8(tmp_path):
     """The negative of the case above (gemm.py shifted_int8): a requantised s8 result that one int8
     GEMM reads as its x and another adds as its residual (a oneDNN binary post-op, which takes no zero
     point) stays s8 on both sides, under ONEDNN_MAX_CPU_ISA=AVX2 too, and the build equals its oracle."""
-    env = dict(os.environ, ONEDNN_MAX_CPU_ISA="AVX2", ONEDNN_VERBOSE="1")
-    res = subprocess.run([sys.executable, "-c", _RESIDUAL_CASE, str(tmp_path)], env=env, capture_output=True,
-                         text=True, timeout=600)
-    assert res.returncode == 0, res.stderr[-3000:]
-    lines = res.stdout.strip().splitlines()
-    out = json.loads(lines[-1])
+    lines, out = _run_avx2_case(_RESIDUAL_CASE, tmp_path)
     assert out["out_acts"].count("int8") == 1 and not any(out["shifted"]), out
     assert out["err"] <= 1e-5, out
     execs = [ln for ln in lines if ln.startswith("onednn_verbose") and ",exec," in ln and ",matmul," in ln]
