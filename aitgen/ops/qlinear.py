@@ -15,8 +15,9 @@ their plain (fast) form on every ISA. The float part differs from the kernel by 
 
 Requantisation (quantize_int8 fuses it where every reader is an int8 op that quantises the result
 the same way, or reads it as a quantised epilogue operand): with `out_act` set, the result after the
-epilogue is stored quantised, clip(rint(y / out_scale)), out_scale the last own operand, and an x
-already of type `act` is read as it is (no quantisation).
+epilogue is stored quantised, clip(rint(y / out_scale)) over the type's whole range (int8: -128..127,
+where oneDNN's store saturates), out_scale the last own operand, and an x already of type `act` is
+read as it is (no quantisation).
 
 Quantised epilogue operands: `extra_scales[j]` > 0 says extra j is int8/uint8 holding
 extra / extra_scales[j] (a requantised residual); the epilogue reads float32(q) * scale.
@@ -41,6 +42,9 @@ __all__ = ["QGemmAttrs", "QConv2dAttrs", "quantize_activation", "own_parts", "ex
 
 # The integer range each activation type is quantised into (int8 symmetric: -127..127).
 ACT_RANGES = {DType.int8: (-127, 127), DType.uint8: (0, 255)}
+# A requantised result saturates to its type's whole range, as oneDNN's dst conversion does (an s8
+# result below -127.5 * out_scale is -128; its readers take it as it is).
+REQUANT_RANGES = {DType.int8: (-128, 127), DType.uint8: (0, 255)}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -157,7 +161,8 @@ def _with_quant_epilogue(ref):
             out = np.broadcast_to(out, ctx.out_shapes[0]).astype(np.float32)
         out_scale = own_parts(own, attrs)[5]
         if out_scale is not None:
-            return [quantize_activation(out, float(out_scale[0]), attrs.out_act)]
+            lo, hi = REQUANT_RANGES[attrs.out_act]
+            return [np.clip(np.rint(out / np.float32(out_scale[0])), lo, hi).astype(np.int32)]
         return [out]
     return wrapped
 

@@ -274,3 +274,39 @@ def test_int8_s8_result_read_as_residual_stays_s8(tmp_path):
     assert producer and residual and reader, lines[-20:]
     assert all("zero-points:src0:0 " in ln and "+dst" not in ln.split("zero-points")[1] for ln in producer), producer
     assert all("src_s8" in ln and "zero-points" not in ln for ln in reader), reader
+
+
+_SATURATION_CASE = r"""
+import json, sys
+import numpy as np
+import aitgen as ag
+from aitgen import nn, ops
+from aitgen.compiler import compile_options
+from aitgen.passes import optimize
+nn.manual_seed(3)
+x = ag.Tensor([6, 24], dtype="float32", name="x")
+y = nn.Linear(16, 5)(ops.tanh(nn.Linear(24, 16)(x)))
+rng = np.random.default_rng(2)
+feeds = [{"x": 0.05 * rng.standard_normal((6, 24)).astype(np.float32)} for _ in range(3)]   # small: a narrow scale
+m = ag.compile_model({"y": y}, target="cpu", workdir=sys.argv[1], precision="int8", calibration=feeds)
+g = optimize({"y": y}, compile_options("cpu", precision="int8", calibration=tuple(feeds)))
+test = {"x": 20 * rng.standard_normal((6, 24)).astype(np.float32)}   # far outside it: tanh saturates both ways
+got, want = m.run(test)["y"], ag.reference.run(g, test)["y"]
+print(json.dumps({"err": float(np.abs(got - want).max()), "scale": float(np.abs(want).max())}))
+"""
+
+
+@pytest.mark.parametrize("isa", ["native", "AVX2"])
+def test_int8_requantised_result_saturates_like_the_kernel(tmp_path, isa):
+    """Calibrated on small inputs and run far outside them, the requantised s8 tanh output saturates
+    at both ends: oneDNN stores -128 below -127.5 x out_scale, and the oracle does the same
+    (qlinear.REQUANT_RANGES; it clipped at -127 before, one step off: err 6.5e-4 on outputs of 0.34).
+    Under AVX2 the result travels as u8 + 128 (gemm.py shifted_int8), which saturates alike."""
+    if isa == "native":
+        res = subprocess.run([sys.executable, "-c", _SATURATION_CASE, str(tmp_path)], capture_output=True,
+                             text=True, timeout=600)
+        assert res.returncode == 0, res.stderr[-3000:]
+        out = json.loads(res.stdout.strip().splitlines()[-1])
+    else:
+        _, out = _run_avx2_case(_SATURATION_CASE, tmp_path)
+    assert out["err"] <= 1e-6 * max(out["scale"], 1.0), out
