@@ -77,12 +77,15 @@ def _requantize(graph: Graph) -> None:
     ReLU); K must be static and > 0. Until nothing changes: a reader rebuilt with extra_scales may
     then be requantised itself."""
     outs = {id(t) for t in graph.outputs.values()}
-    tried: set[int] = set()
+    # Ops tried, by id, holding each op: a replaced op is dropped from the graph, and without the
+    # reference its id could be reused by a new op, which would then be skipped as tried (a
+    # conv3 of a small ResNet left float32 in one test run of several).
+    tried: dict[int, Op] = {}
     changed = True
     while changed:
         changed = False
         for op in [o for o in graph.ops if o.kind in _Q and o.attrs.out_act is None and id(o) not in tried]:
-            tried.add(id(op))
+            tried[id(op)] = op
             if _requantize_one(graph, op, outs):
                 graph.sort()
                 changed = True
