@@ -415,7 +415,8 @@ def _build_library(graph, plan: MemoryPlan, backend, target, arch, opts, constan
     if (work / library).is_dir() and not (work / library).is_symlink():
         raise WorkdirError(f"workdir {work} holds a folder named {library}, where this build's library goes")
     result = build_mod.build(sources, work / library, compiler=backend.tool(), flags=cflags,
-                             link_flags=lflags, workdir=work / "obj", progress=progress, jobs=jobs)
+                             link_flags=lflags, workdir=work / "obj", progress=progress, jobs=jobs,
+                             prelude=backend.prelude_spec())
     mock = None
     if backend.mock_device:
         mock = build_mock(work, library, [s.name for s in sources], backend.compiler, jobs, progress,

@@ -10,6 +10,7 @@ import yaml
 from .._paths import backends_dir
 from ..errors import TargetError
 from . import locate
+from .pch import Prelude
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,6 +41,11 @@ class BackendConfig:
     alignment: int = 64
     # Precisions convert_precision applies as its mixed policy by default (Capabilities.mixed_precision).
     mixed_precision: tuple[str, ...] = ()
+    # Headers (as included) that kernels share, precompiled once per build cache (codegen/pch.py).
+    prelude: tuple[str, ...] = ()
+
+    def prelude_spec(self) -> Optional[Prelude]:
+        return Prelude(self.prelude) if self.prelude else None
 
     @property
     def arch_names(self) -> list[str]:
@@ -144,7 +150,8 @@ def load_backend(name: str) -> BackendConfig:
                          arch_aliases=_pairs(raw, "arch_aliases", str),
                          capabilities=_pairs(raw, "capabilities", str),
                          alignment=_alignment(raw.get("alignment", 64), path),
-                         mixed_precision=tuple(str(p) for p in raw.get("mixed_precision", [])))
+                         mixed_precision=tuple(str(p) for p in raw.get("mixed_precision", [])),
+                         prelude=tuple(str(h) for h in raw.get("prelude", [])))
 
 
 def _alignment(value, path) -> int:
