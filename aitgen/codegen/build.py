@@ -29,7 +29,6 @@ import re
 import secrets
 import shlex
 import signal
-import stat
 import subprocess
 import sys
 import time
@@ -37,7 +36,9 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from aitgen.codegen import locate
-from aitgen.codegen import pch as pch_mod   # pch imports this module too: it only uses it in calls
+from aitgen.codegen import pch as pch_mod
+from aitgen.codegen.deps import (file_digest, include_roots, parse_depfile, portable_dep, portable_flags,
+                                  resolve_dep)
 from aitgen.errors import BuildError, UsageError
 
 __all__ = ["Source", "BuildResult", "ObjectCache", "build", "default_cache_dir", "atomic_write", "new_temp",
@@ -76,23 +77,6 @@ def default_cache_dir() -> Path:
 # ---------------------------------------------------------------------------------------------
 # Object cache
 # ---------------------------------------------------------------------------------------------
-
-@functools.lru_cache(maxsize=65536)
-def _digest(path: str, _ino: int, _mtime_ns: int, _size: int) -> str:
-    # Memoised on the stat fields: hundreds of kernels include the same CUTLASS headers, and a hit
-    # must re-check all of them, so each header is read once per change, not once per kernel.
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
-
-
-def _file_digest(path: Path) -> str | None:
-    try:
-        st = path.stat()
-    except OSError:
-        return None
-    if not stat.S_ISREG(st.st_mode):
-        return None   # a FIFO planted in a workdir would block the read forever
-    return _digest(str(path), st.st_ino, st.st_mtime_ns, st.st_size)
-
 
 def new_temp(path: Path) -> tuple[int, Path]:
     """(open fd, name) of a new file beside ``path``, to fill and then rename over it. O_EXCL and
@@ -177,83 +161,14 @@ class ObjectCache:
                 or meta.get("sha256") != hashlib.sha256(obj).hexdigest()):
             return None      # truncated or corrupt: the caller recompiles and overwrites it
         for dep, digest in meta.get("deps", {}).items():
-            path = _resolve_dep(dep, roots or [])
-            if path is None or _file_digest(workdir / path) != digest:   # workdir / absolute == absolute
+            path = resolve_dep(dep, roots or [])
+            if path is None or file_digest(workdir / path) != digest:   # workdir / absolute == absolute
                 return None
         return obj
 
     def store(self, key: str, obj: bytes, deps: dict[str, str]) -> None:
         meta = {"format": _CACHE_FORMAT, "size": len(obj), "sha256": hashlib.sha256(obj).hexdigest(), "deps": deps}
         atomic_write(self.path(key), json.dumps(meta, sort_keys=True).encode() + b"\n" + obj)
-
-
-_INCLUDE_FLAGS = ("-I", "-isystem", "-iquote", "-idirafter")
-
-
-def include_roots(flags: list[str]) -> list[str]:
-    """The include dirs of ``flags`` (-I<d>, -I <d>, -isystem <d>, ...), absolute, in order."""
-    roots, prev = [], None
-    for f in flags:
-        d = None
-        if prev is not None:
-            d = f
-        else:
-            for opt in _INCLUDE_FLAGS:
-                if f.startswith(opt) and len(f) > len(opt):
-                    d = f[len(opt):]
-        prev = f if f in _INCLUDE_FLAGS else None
-        if d is not None and os.path.isabs(d):
-            roots.append(os.path.normpath(d))
-    return roots
-
-
-def portable_flags(flags: list[str], roots: list[str]) -> list[str]:
-    """``flags`` with each include dir written as its token $INC<i>."""
-    index = {r: i for i, r in reversed(list(enumerate(roots)))}   # a repeated dir: its first position
-    out = []
-    for f in flags:
-        for opt in ("",) + _INCLUDE_FLAGS:
-            d = f[len(opt):]
-            if f.startswith(opt) and d and os.path.isabs(d) and os.path.normpath(d) in index:
-                f = f"{opt}$INC{index[os.path.normpath(d)]}"
-                break
-        out.append(f)
-    return out
-
-
-def _portable_dep(dep: str, roots: list[str]) -> str | None:
-    """A header's name in an entry: relative to the workdir as it was, $INC<i>/rel under an include
-    dir, else None (an absolute path elsewhere: the entry would not travel, so it is not recorded
-    as travelling; the caller keeps it absolute)."""
-    if not os.path.isabs(dep):
-        return dep
-    norm = os.path.normpath(dep)
-    for i, r in enumerate(roots):
-        if norm.startswith(r + os.sep):
-            return f"$INC{i}/{os.path.relpath(norm, r)}"
-    return None
-
-
-def _resolve_dep(dep: str, roots: list[str]) -> str | None:
-    """The path of an entry's header on this machine (None: an include dir this build lacks)."""
-    m = re.match(r"\$INC(\d+)/(.+)", dep)
-    if m is None:
-        return dep
-    i = int(m.group(1))
-    return os.path.join(roots[i], m.group(2)) if i < len(roots) else None
-
-
-def _parse_depfile(text: str) -> list[str]:
-    """Prerequisites of a make-style depfile (gcc/nvcc -MMD): 'obj: a.cpp b.h \\' with '\\ ' escapes."""
-    text = text.replace("\\\r\n", " ").replace("\\\n", " ")
-    deps: list[str] = []
-    for line in text.splitlines():
-        _, sep, rest = line.partition(": ")
-        if not sep:
-            continue
-        for tok in re.findall(r"(?:\\.|[^\s\\])+", rest):
-            deps.append(re.sub(r"\\(.)", r"\1", tok).replace("$$", "$"))
-    return deps
 
 
 # ---------------------------------------------------------------------------------------------
@@ -594,14 +509,14 @@ def _store(cache: ObjectCache, key: str, workdir: Path, obj_rel: str, src_rel: s
     try:
         # Headers folded into a PCH are missing from the depfile: the PCH recorded them.
         deps = dict(pch_deps or {})
-        for dep in _parse_depfile((workdir / (obj_rel + ".d")).read_text()):
+        for dep in parse_depfile((workdir / (obj_rel + ".d")).read_text()):
             if dep == src_rel:
                 continue   # its text is in the key already
-            digest = _file_digest(workdir / dep)
+            digest = file_digest(workdir / dep)
             if digest is not None:
                 # relative deps stay relative (checked against the next workdir); headers under an
                 # include dir are named by its token; anything else stays absolute
-                deps[_portable_dep(dep, roots) or dep] = digest
+                deps[portable_dep(dep, roots) or dep] = digest
         cache.store(key, (workdir / obj_rel).read_bytes(), deps)
     except OSError:
         # A read-only or full cache must not fail a build that succeeded; the next build misses.

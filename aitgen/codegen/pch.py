@@ -29,8 +29,8 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from aitgen.codegen import build as build_mod
 from aitgen.codegen import locate
+from aitgen.codegen.deps import file_digest, include_roots, parse_depfile, portable_dep, portable_flags
 
 __all__ = ["Prelude", "Pch", "ensure", "MIN_KERNELS"]
 
@@ -79,7 +79,7 @@ def _valid(folder: Path) -> bool:
     except (OSError, ValueError):
         return False
     return (isinstance(meta, dict) and meta.get("format") == _FORMAT
-            and build_mod._file_digest(folder / (HEADER + ".gch")) == meta.get("sha256"))
+            and file_digest(folder / (HEADER + ".gch")) == meta.get("sha256"))
 
 
 def ensure(prelude: Prelude, tool: locate.Tool, flags: list[str], cache_root: Path) -> Pch | None:
@@ -103,7 +103,7 @@ def ensure(prelude: Prelude, tool: locate.Tool, flags: list[str], cache_root: Pa
 
 
 def _ensure_in(prelude: Prelude, tool: locate.Tool, flags: list[str], base: Path, tmp: Path) -> Pch | None:
-    roots = build_mod.include_roots(flags)
+    roots = include_roots(flags)
     header = tmp / HEADER
     header.write_text(prelude.text)
     cc = [str(tool.path), *flags, "-x", "c++-header"]
@@ -112,16 +112,16 @@ def _ensure_in(prelude: Prelude, tool: locate.Tool, flags: list[str], base: Path
     if proc.returncode != 0:
         return None
     deps = {}
-    for dep in build_mod._parse_depfile((tmp / "deps.d").read_text()):
+    for dep in parse_depfile((tmp / "deps.d").read_text()):
         if dep == HEADER:
             continue
         path = dep if os.path.isabs(dep) else str(tmp / dep)
-        digest = build_mod._file_digest(Path(path))
+        digest = file_digest(Path(path))
         if digest is None:
             return None
-        deps[build_mod._portable_dep(path, roots) or path] = digest
+        deps[portable_dep(path, roots) or path] = digest
     h = hashlib.sha256()
-    for part in (_FORMAT, _tool_key(tool), "\0".join(build_mod.portable_flags(flags, roots)), prelude.text,
+    for part in (_FORMAT, _tool_key(tool), "\0".join(portable_flags(flags, roots)), prelude.text,
                  json.dumps(deps, sort_keys=True)):
         b = part.encode()
         h.update(len(b).to_bytes(8, "little") + b)
@@ -135,7 +135,7 @@ def _ensure_in(prelude: Prelude, tool: locate.Tool, flags: list[str], base: Path
         if proc.returncode != 0:
             return None
         gch = tmp / (HEADER + ".gch")
-        meta = {"format": _FORMAT, "sha256": build_mod._file_digest(gch), "deps": deps}
+        meta = {"format": _FORMAT, "sha256": file_digest(gch), "deps": deps}
         (tmp / "meta.json").write_text(json.dumps(meta, sort_keys=True))
         (tmp / "deps.d").unlink()
         try:

@@ -236,7 +236,7 @@ def test_bad_source_names_are_refused(tmp_path, cache):
 
 def test_depfile_parsing_handles_continuations_and_escaped_spaces():
     text = "obj/a.o: src/a.cpp /x/with\\ space.h \\\n /y/b.h\n"
-    assert B._parse_depfile(text) == ["src/a.cpp", "/x/with space.h", "/y/b.h"]
+    assert B.parse_depfile(text) == ["src/a.cpp", "/x/with space.h", "/y/b.h"]
 
 
 # ---------------------------------------------------------------------------------------------
