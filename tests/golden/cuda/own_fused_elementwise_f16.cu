@@ -12,9 +12,9 @@
 #include "aitgen/gpu_reduce.h"
 
 namespace {
-AIT_HD float n3(float a0, float a1) { using T = float; return a0 * a1; }
-AIT_HD float n4(float a0, float a1) { using T = float; return a0 + a1; }
-AIT_HD float n5(float a0) { using T = float; return ait::gelu_erf(a0); }
+AIT_HD float n3(float a0, float a1) { return a0 * a1; }
+AIT_HD float n4(float a0, float a1) { return a0 + a1; }
+AIT_HD float n5(float a0) { return ait::gelu_erf(a0); }
 
 constexpr int kThreads = 256;
 constexpr int R = 2;
@@ -128,7 +128,7 @@ void launch(void* const* p, const int64_t* d, int64_t n, bool packed) {
 
 }  // namespace
 
-AIT_KERNEL k_0678add29c54837a(void* const* p, const int64_t* d) {
+AIT_KERNEL k_9f5f77944579237f(void* const* p, const int64_t* d) {
   int64_t n = 1;
   for (int j = 0; j < R; ++j) n *= d[j];
   if (n == 0) return;
@@ -138,5 +138,5 @@ AIT_KERNEL k_0678add29c54837a(void* const* p, const int64_t* d) {
                       ait::aligned_to(p[3], 16) &&
                       ait::aligned_to(p[0], 16);
   launch<int32_t>(p, d, n, packed);  // the bounds of every size keep indices below 2^31
-  AIT_CHECK_LAUNCH("k_0678add29c54837a (element-wise)");
+  AIT_CHECK_LAUNCH("k_9f5f77944579237f (element-wise)");
 }

@@ -17,7 +17,7 @@ namespace {
 using XT = ait::half;
 __device__ __forceinline__ float cv_x(const XT& v) { return ait::to_f32((&v)[0]); }
 // prologue {s2 = add(s0, s1) -> s2}
-AIT_HD float n2(float a0, float a1) { using T = float; return a0 + a1; }
+AIT_HD float n2(float a0, float a1) { return a0 + a1; }
 using E0 = ait::half;
 __device__ __forceinline__ float cv_e0(const E0& v) { return ait::to_f32((&v)[0]); }
 
@@ -169,12 +169,12 @@ void launch(const Args& a, ait::gpu::stream_t s) {
     cached<32, kChunks, V, PACKED><<<ait::gpu::grid_blocks(a.in.rows, kWarpThreads / 32, 8), kWarpThreads, 0, s>>>(a);
     return;
   }
-  ait::gpu::fail(ait::gpu::kErrorInvalidValue, "k_81cad0881dc2825c: a row is longer than the kernel was built for");
+  ait::gpu::fail(ait::gpu::kErrorInvalidValue, "k_5cd87a85b9a4d2be: a row is longer than the kernel was built for");
 }
 
 }  // namespace
 
-AIT_KERNEL k_81cad0881dc2825c(void* const* p, const int64_t* d) {
+AIT_KERNEL k_5cd87a85b9a4d2be(void* const* p, const int64_t* d) {
   Args a;
   a.in.x = static_cast<const XT*>(p[1]);
   a.in.rows = d[0];
@@ -197,5 +197,5 @@ AIT_KERNEL k_81cad0881dc2825c(void* const* p, const int64_t* d) {
   } else {
     launch<1, false>(a, s);
   }
-  AIT_CHECK_LAUNCH("k_81cad0881dc2825c (layernorm)");
+  AIT_CHECK_LAUNCH("k_5cd87a85b9a4d2be (layernorm)");
 }

@@ -177,8 +177,10 @@ def expr_cpp(expr, input_dtypes: list[DType], prefix: str = "n", qualifier: str 
         operand_dtypes = [slot_dtypes[a] for a in n.args]
         t = node_compute_type(n.kind, operand_dtypes)
         params = ", ".join(f"{COMPUTE[d]} a{j}" for j, d in enumerate(operand_dtypes))
-        functions.append(f"{qualifier} {COMPUTE[n.dtype]} {prefix}{slot}({params}) {{ using T = {t}; "
-                         f"return {node_expr(n.kind, n.attrs, operand_dtypes, n.dtype)}; }}")
+        body = node_expr(n.kind, n.attrs, operand_dtypes, n.dtype)
+        # T only where the expression names it: an unused alias is a -Wall warning in every build log
+        alias = f"using T = {t}; " if re.search(r"\bT\b", body) else ""
+        functions.append(f"{qualifier} {COMPUTE[n.dtype]} {prefix}{slot}({params}) {{ {alias}return {body}; }}")
         args = ", ".join(f"s{a}" for a in n.args)
         statements.append(f"const {COMPUTE[n.dtype]} s{slot} = {prefix}{slot}({args});")
     return {"functions": functions, "statements": statements, "slot_types": [COMPUTE[d] for d in slot_dtypes]}
