@@ -53,7 +53,9 @@ def test_integer_ops_wrap_like_numpy(dt, tmp_path):
             "rmin": ops.reduce_min(x, 0), "prod": ops.reduce_prod(x, 1), "cumsum": ops.cumsum(x, 1),
             "argmax": ops.argmax(x, 1), "cat": ops.concat([x, y], 0), "perm": ops.permute(x, [1, 0]),
             "slice": x[1:5, ::3], "gather": ops.gather(x, idx, 1), "reshape": ops.reshape(x, [3, 20]),
-            "pad": ops.pad(x, [1, 1, 0, 2])}
+            "pad": ops.pad(x, [1, 1, 0, 2]),
+            # their float forms guard NaN; the integer forms have no guard
+            "relu": ops.relu(x), "sign": ops.sign(x)}
     s = ag.Tensor([6, 10], dtype=dt, name="s")  # shift counts, past the width too
     outs.update(shl=ops.shift_left(x, s), shr=ops.shift_right(x, s))
     rng = np.random.default_rng(0)

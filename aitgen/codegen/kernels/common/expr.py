@@ -108,6 +108,11 @@ def _fp8_saturate(out_dtype: DType) -> str:
     return f"(a0 != a0 ? a0 : (a0 > T({m}) ? T({m}) : (a0 < -T({m}) ? -T({m}) : a0)))"
 
 
+# Ops whose float form propagates NaN by `a0 != a0`: their form for integer operands.
+_NAN_GUARDED = {OpKind.RELU: "(a0 > T(0) ? a0 : T(0))", OpKind.MAXIMUM: "(a0 > a1 ? a0 : a1)",
+                OpKind.MINIMUM: "(a0 < a1 ? a0 : a1)", OpKind.SIGN: "T((a0 > T(0)) - (a0 < T(0)))"}
+
+
 def _node_expr(kind: OpKind, a, operand_dtypes: list[DType], out_dtype: DType) -> str:
     k = kind
     if k is OpKind.GELU:
@@ -151,6 +156,9 @@ def _node_expr(kind: OpKind, a, operand_dtypes: list[DType], out_dtype: DType) -
             return f"(a1 >= T({w}) || a1 < T(0) ? T(0) : T(static_cast<{u}>(a0) << a1))"
         over = "T(0)" if d.is_unsigned else "(a0 < T(0) ? T(-1) : T(0))"
         return f"(a1 >= T({w}) || a1 < T(0) ? {over} : T(a0 >> a1))"
+    if k in _NAN_GUARDED and not operand_dtypes[0].is_float:
+        # an integer is never NaN: the guard is a self-comparison g++ -Wall warns about
+        return _NAN_GUARDED[k]
     if k is OpKind.MOD:
         return _MOD_FLOAT if operand_dtypes[0].is_float else _MOD_INT
     if k is OpKind.FMOD:
