@@ -135,3 +135,12 @@ def test_only_gcc_gets_a_pch_and_small_builds_skip_it(tmp_path):
 def test_prelude_applies_to_sources_that_include_its_header(text, uses):
     assert pch.Prelude(("a.h", "t/api.h")).applies(text) is uses
     assert pch.Prelude(("a.h", "t/api.h")).text == '#include "a.h"\n#include "t/api.h"\n'
+
+
+def test_a_cache_path_with_hostile_characters_reaches_the_compiler_quoted(tmp_path):
+    # the PCH lies in the cache ($AITGEN_CACHE_DIR, the user's), named on every kernel's command line
+    cache = tmp_path / "a b $x 'q\" ;touch pwned; $(id)"
+    inc = _tree(tmp_path, 3)
+    res, lib = _lib(tmp_path, "hostile", inc, cache)
+    assert all("-include" in c for c in res.commands[:3]) and lib.f2() == 5
+    assert not (tmp_path / "work" / "pwned").exists() and not (tmp_path / "pwned").exists()
