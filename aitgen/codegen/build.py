@@ -38,7 +38,7 @@ from pathlib import Path, PurePosixPath
 from aitgen.codegen import locate
 from aitgen.codegen import pch as pch_mod
 from aitgen.codegen.deps import (file_digest, include_roots, parse_depfile, portable_dep, portable_flags,
-                                  resolve_dep)
+                                  resolve_dep, tool_key)
 from aitgen.errors import BuildError, UsageError
 
 __all__ = ["Source", "BuildResult", "ObjectCache", "build", "default_cache_dir", "atomic_write", "new_temp",
@@ -133,11 +133,8 @@ class ObjectCache:
         roots = include_roots(flags)
         # Length-prefixed parts, so no two different inputs concatenate to the same bytes. The name
         # is in the key because quoted includes resolve relative to it and it is baked into the object.
-        # The compiler counts by name and version, not by where it is installed (see the module doc).
-        tool = f"{compiler.path.name}\n{compiler.real_path.name}\n{compiler.version_text}"
-        if compiler.env:   # hipcc's HIP_PLATFORM picks what it compiles for (absent: keys as before)
-            tool += "\nenv:" + "\0".join(f"{k}={v}" for k, v in compiler.env)
-        for part in (_CACHE_FORMAT, tool, source.name, "\0".join(portable_flags(flags, roots)), source.text):
+        for part in (_CACHE_FORMAT, tool_key(compiler), source.name, "\0".join(portable_flags(flags, roots)),
+                     source.text):
             b = part.encode()
             h.update(len(b).to_bytes(8, "little") + b)
         return h.hexdigest()
@@ -376,7 +373,7 @@ def _write_if_changed(path: Path, data: bytes) -> None:
 
 def build(sources: list[Source], out_so: Path, *, compiler: locate.Tool | str, flags: list[str],
           link_flags: list[str], workdir: Path, cache_dir: Path | None = None, jobs: int | None = None,
-          progress: bool = True, prelude=None) -> BuildResult:
+          progress: bool = True, prelude: pch_mod.Prelude | None = None) -> BuildResult:
     """Compile every source to an object (cached or through ninja, in parallel) and link ``out_so``.
 
     ``flags`` go to every compile (give -fPIC, or -Xcompiler=-fPIC for nvcc); ``link_flags`` follow

@@ -12,7 +12,17 @@ import re
 import stat
 from pathlib import Path
 
-__all__ = ["file_digest", "include_roots", "portable_flags", "portable_dep", "resolve_dep", "parse_depfile"]
+__all__ = ["file_digest", "include_roots", "portable_flags", "portable_dep", "resolve_dep", "parse_depfile",
+           "tool_key"]
+
+
+def tool_key(compiler) -> str:
+    """A compiler as cache keys see it (a locate.Tool): by name and version, not by where it is
+    installed, so keys travel between machines."""
+    key = f"{compiler.path.name}\n{compiler.real_path.name}\n{compiler.version_text}"
+    if compiler.env:   # hipcc's HIP_PLATFORM picks what it compiles for (absent: keys as before)
+        key += "\nenv:" + "\0".join(f"{k}={v}" for k, v in compiler.env)
+    return key
 
 
 @functools.lru_cache(maxsize=65536)

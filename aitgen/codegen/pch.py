@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from aitgen.codegen import locate
-from aitgen.codegen.deps import file_digest, include_roots, parse_depfile, portable_dep, portable_flags
+from aitgen.codegen.deps import file_digest, include_roots, parse_depfile, portable_dep, portable_flags, tool_key
 
 __all__ = ["Prelude", "Pch", "ensure", "MIN_KERNELS"]
 
@@ -62,10 +62,6 @@ class Pch:
 def is_gcc(tool: locate.Tool) -> bool:
     # clang reads .gch files of its own format through -include-pch; nvcc and hipcc have none here.
     return "Free Software Foundation" in tool.version_text and "clang" not in tool.version_text.lower()
-
-
-def _tool_key(tool: locate.Tool) -> str:
-    return f"{tool.path.name}\n{tool.real_path.name}\n{tool.version_text}"
 
 
 def _run(argv: list[str], cwd: Path) -> subprocess.CompletedProcess:
@@ -121,7 +117,7 @@ def _ensure_in(prelude: Prelude, tool: locate.Tool, flags: list[str], base: Path
             return None
         deps[portable_dep(path, roots) or path] = digest
     h = hashlib.sha256()
-    for part in (_FORMAT, _tool_key(tool), "\0".join(portable_flags(flags, roots)), prelude.text,
+    for part in (_FORMAT, tool_key(tool), "\0".join(portable_flags(flags, roots)), prelude.text,
                  json.dumps(deps, sort_keys=True)):
         b = part.encode()
         h.update(len(b).to_bytes(8, "little") + b)
