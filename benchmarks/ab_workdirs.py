@@ -10,6 +10,11 @@ difference per output). Each round runs --warmup untimed calls and --iters timed
 of the other; the order alternates between rounds, so drift in the machine's speed hits both alike.
 A model much larger than the cache is slower here than alone (both builds' weights compete for it):
 compare such models with cpu_vs_peers.py runs instead.
+
+--env-old KEY=VALUE (repeatable) sets an environment variable for the old build's first run only,
+where a kernel reads a run-time switch as it creates its primitives (AITGEN_PACKED_SGEMM=0 keeps the
+oneDNN matmul primitive): then OLD and NEW may be two copies of one build (`cp -r`; one directory
+loaded twice would share one library and its switches).
 """
 from __future__ import annotations
 
@@ -35,7 +40,10 @@ def main(argv=None) -> int:
     ap.add_argument("--iters", type=int, default=50)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--out", type=Path, default=None, help="also write the figures as JSON")
+    ap.add_argument("--env-old", action="append", default=[], metavar="KEY=VALUE",
+                    help="set for the old build's first run (when its kernels read their switches)")
     args = ap.parse_args(argv)
+    env_old = dict(kv.split("=", 1) for kv in args.env_old)
 
     import numpy as np
 
@@ -44,7 +52,19 @@ def main(argv=None) -> int:
 
     models = {"old": Model.load(args.old), "new": Model.load(args.new)}
     feeds = random_inputs(models["old"].input_specs)
-    first = {k: m.run(feeds) for k, m in models.items()}
+    first = {}
+    for k, m in models.items():
+        saved = {key: os.environ.get(key) for key in env_old}
+        if k == "old":
+            os.environ.update(env_old)
+        try:
+            first[k] = m.run(feeds)
+        finally:
+            for key, value in saved.items():
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value
     diff = {name: float(np.max(np.abs(first["old"][name].astype(np.float64) - first["new"][name].astype(np.float64))))
             for name in first["old"]}
     times = {"old": [], "new": []}
@@ -59,7 +79,7 @@ def main(argv=None) -> int:
             times[k].append((time.perf_counter() - t0) * 1e3 / args.iters)
     med = {k: statistics.median(v) for k, v in times.items()}
     per_round = statistics.median(n / o for o, n in zip(times["old"], times["new"]))
-    result = {"benchmark": "ab_workdirs", "old": str(args.old), "new": str(args.new), "rounds": args.rounds,
+    result = {"benchmark": "ab_workdirs", "old": str(args.old), "new": str(args.new), "rounds": args.rounds, "env_old": env_old,
               "iters": args.iters, "threads": os.environ.get("OMP_NUM_THREADS"), "cpu_isa": cpu_isa(),
               "max_abs_diff": diff, "median_ms": med, "new_over_old": med["new"] / med["old"],
               "per_round_ratio_median": per_round, "rounds_ms": times}

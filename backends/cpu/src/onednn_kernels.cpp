@@ -320,9 +320,9 @@ void dispatch_quant(KernelState* st, const QuantRun& qr, bool prepack, int nkey,
 // every call: [K, N] x N = 3072 ran at half the speed of K-contiguous weights on an AVX2 EPYC
 // (benchmarks/results/cpu_vs_peers_avx2.json). There a constant weight is stored K-contiguous
 // ([.., N, K] in memory, sgemm's transposed B), which its kernels read without that cost.
-dnnl::memory::desc gemm_weight_layout(const Entry& e, const dnnl::memory::desc& any) {
-  const auto probe = dnnl::matmul::primitive_desc(engine(), e.src, any, e.dst, default_attr());
-  if (std::strncmp(probe.impl_info_str(), "gemm:", 5) != 0) return any;
+// `probe`: the implementation with `any`. A weight that packed_sgemm takes never gets here.
+dnnl::memory::desc gemm_weight_layout(const Entry& e, const dnnl::memory::desc& any, const char* probe) {
+  if (std::strncmp(probe, "gemm:", 5) != 0) return any;
   const dims_t dims = e.wei.get_dims();
   const int r = static_cast<int>(dims.size());
   dims_t strides(r);
@@ -357,6 +357,28 @@ bool shift_s8_src() {
   return shift;
 }
 
+// Whether a float32 product with a constant weight runs as oneDNN's packed sgemm (Entry::sgemm,
+// aitgen/onednn_sgemm.h): only where the matmul would be the sgemm-based `gemm:` implementation
+// (`probe`), for one product (every dim before M, K, N of size 1) whose operands have an sgemm form.
+bool plan_sgemm(const MatmulConfig& cfg, Entry& e, const int64_t* d, const char* probe) {
+  const int r = cfg.rank;
+  if (cfg.quant || cfg.storage != Storage::f32 || cfg.convert || !cfg.prepack || cfg.f32_dst) return false;
+  if (std::strncmp(probe, "gemm:", 5) != 0 || !packed_sgemm_available()) return false;
+  const int64_t *a = d, *b = d + 2 * r, *c = d + 4 * r;  // sizes; strides follow each at + r
+  for (int i = 0; i + 2 < r; ++i)
+    if (a[i] != 1 || b[i] != 1 || c[i] != 1) return false;
+  const int64_t m = a[r - 2], k = a[r - 1], n = b[r - 1];
+  e.sgemm = plan_packed_sgemm(m, n, k, a[r + r - 2], a[r + r - 1], b[r + r - 2], b[r + r - 1], c[r + r - 2],
+                              c[r + r - 1]);
+  if (!e.sgemm.on) return false;
+  if (cfg.has_bias) e.bias_stride = d[7 * r + r - 1];
+  e.staged = false;  // sgemm writes at the output's row stride itself
+  e.dst = strided_md(r, c, c + r, dt::f32);
+  e.wei_packed = e.wei;
+  e.impl = std::string(probe) + ":packed_sgemm";
+  return true;
+}
+
 std::shared_ptr<Entry> make_matmul(const MatmulConfig& cfg, const int64_t* d) {
   const int r = cfg.rank;
   const dt t = compute_type(cfg.storage, cfg.convert);
@@ -378,7 +400,14 @@ std::shared_ptr<Entry> make_matmul(const MatmulConfig& cfg, const int64_t* d) {
   dnnl::memory::desc wei =
       cfg.prepack ? dnnl::memory::desc(e->wei.get_dims(), e->wei.get_data_type(), dnnl::memory::format_tag::any)
                   : e->wei;
-  if (cfg.prepack && !cfg.quant) wei = gemm_weight_layout(*e, wei);
+  if (cfg.prepack && !cfg.quant) {
+    const auto probe = dnnl::matmul::primitive_desc(engine(), e->src, wei, e->dst, default_attr());
+    if (plan_sgemm(cfg, *e, d, probe.impl_info_str())) {
+      record(cfg.name, "matmul", *e);
+      return e;
+    }
+    wei = gemm_weight_layout(*e, wei, probe.impl_info_str());
+  }
   finish_epilogue(*e, cfg.epilogue, d, t_dst, [&](dnnl::primitive_attr attr) {
     if (cfg.quant) set_scales(attr, 1 << (r - 1), cfg.out_quant != 0);  // weights [.., K, N]: per N
     if (e->src_shift) attr.set_zero_points_mask(DNNL_ARG_SRC, 0);
@@ -432,6 +461,23 @@ std::shared_ptr<Entry> make_conv(const ConvConfig& cfg, const int64_t* d) {
   return e;
 }
 
+// The product of a packed-sgemm entry, its weight packed once per constants version and thread
+// count (the pack holds oneDNN's split of the work among the threads).
+template <typename T, typename O>
+void run_sgemm(const Entry& e, O* out, const T* src, const T* wei, const T* bias, PackStore& packs, int64_t version) {
+  if constexpr (std::is_same<T, float>::value && std::is_same<O, float>::value) {
+    const SgemmPlan& plan = e.sgemm;
+    const dnnl::memory::desc want({static_cast<int64_t>(plan.pack_bytes)}, dt::u8, dnnl::memory::format_tag::a);
+    const auto packed = packs.get(
+        wei, span(e.wei) * sizeof(float), version, e.wei, want,
+        [&](dnnl::memory& to) { pack_sgemm_weight(plan, wei, to.get_data_handle()); }, omp_get_max_threads());
+    run_packed_sgemm(plan, packed->get_data_handle(), src, e.has_bias ? bias : nullptr, e.bias_stride, out,
+                     e.impl.c_str());
+  } else {
+    throw std::runtime_error("oneDNN kernel: packed sgemm on a storage type other than float32");
+  }
+}
+
 // out = epilogue(src * wei (+ bias)) for one storage type T of the operands and O of the result (T,
 // or float for a bf16 product kept in float32); `empty` when the reduction is empty (K or C = 0),
 // where the accumulator is the bias (or zeros) and oneDNN is not called.
@@ -450,6 +496,11 @@ void dispatch(KernelState* st, bool prepack, int nkey, const Epilogue& ep, void*
   }
   std::shared_ptr<Entry> e = st->primitives.get(d, nkey, make);
   const T* src = static_cast<const T*>(p[1]) + (src_offset >= 0 ? d[src_offset] : 0);
+  if (e->sgemm.on) {  // float32 only (plan_sgemm)
+    run_sgemm(*e, out, src, static_cast<const T*>(p[2]), bias, st->packs, d[nkey]);
+    if (ep.loop) ep.loop(p, d);
+    return;
+  }
   run<T, O, kConvert>(*e, out, src, static_cast<const T*>(p[2]), bias,
                    prepack ? &st->packs : nullptr, prepack ? d[nkey] : 0, p);
   if (ep.loop && !e->post_ops) ep.loop(p, d);

@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "aitgen/cpu_kernel.h"
+#include "aitgen/onednn_sgemm.h"
 
 namespace ait {
 namespace onednn {
@@ -285,15 +286,18 @@ class PackStore {
  public:
   // The copy of the weight at `key` (laid out as `from`) in layout `want`; `fill(packed)` writes it
   // into fresh memory, called only to (re)pack.
+  // `variant` tells apart copies of one layout made for different thread counts (a packed sgemm
+  // weight holds its threads' split).
   template <typename Fill>
   std::shared_ptr<dnnl::memory> get(const void* key, size_t key_bytes, int64_t version,
-                                    const dnnl::memory::desc& from, const dnnl::memory::desc& want, Fill&& fill) {
+                                    const dnnl::memory::desc& from, const dnnl::memory::desc& want, Fill&& fill,
+                                    int64_t variant = 0) {
     const uint64_t fp = fingerprint(key, key_bytes);
     std::lock_guard<std::mutex> lock(mu_);  // packing under the lock: concurrent first runs pack once
     std::vector<Packed>& copies = map_[key];
     Packed* slot = nullptr;
     for (Packed& p : copies) {
-      if (p.from == from && p.mem->get_desc() == want) {
+      if (p.from == from && p.variant == variant && p.mem->get_desc() == want) {
         if (p.version == version && p.fp == fp) return p.mem;
         slot = &p;
         break;
@@ -306,7 +310,7 @@ class PackStore {
       slot->version = version;
       slot->fp = fp;
     } else {
-      copies.push_back(Packed{from, version, fp, mem});
+      copies.push_back(Packed{from, variant, version, fp, mem});
       // A bound for models loaded and dropped many times: their weights' copies go with the rest.
       if (++count_ > kMaxEntries) {
         std::vector<Packed> keep = std::move(copies);
@@ -321,6 +325,7 @@ class PackStore {
  private:
   struct Packed {
     dnnl::memory::desc from;
+    int64_t variant;
     int64_t version;
     uint64_t fp;
     std::shared_ptr<dnnl::memory> mem;
@@ -372,6 +377,10 @@ struct Entry {
   bool dst_shift = false;
   bool post_ops = false;             // the primitive applies the epilogue (else its loop runs after)
   std::vector<BinaryArg> binaries;   // operands of its binary post-ops
+  // Set when the product runs as oneDNN's packed sgemm (aitgen/onednn_sgemm.h) instead of `prim`:
+  // the weight from its packed copy, the bias as C's initial value, the epilogue in the loop.
+  SgemmPlan sgemm;
+  int64_t bias_stride = 1;
   dnnl::reorder wei_reorder;  // plain -> packed, for a weight packed on every call
   dnnl::memory::desc reorder_scratchpad;
   std::string impl;           // the implementation oneDNN picked ("brg:avx512_core", "ref:any", ...)
