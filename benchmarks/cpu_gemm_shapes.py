@@ -46,6 +46,7 @@ def build(m: int, k: int, n: int, precision: str, work: Path, layers: int = 1):
     import aitgen as ag
     from aitgen.frontend import nn
     x = ag.Tensor([m, k], "float32", name="x")
+    nn.manual_seed(0)  # the same weights for every precision (float32_unpacked runs a copy of float32's)
     outs = {f"y{i}": nn.Linear(k, n)(x) for i in range(layers)}
     rng = np.random.default_rng(0)
     feeds = {"x": rng.standard_normal((m, k)).astype(np.float32)}
