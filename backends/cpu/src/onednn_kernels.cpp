@@ -360,9 +360,12 @@ bool shift_s8_src() {
 // Whether a float32 product with a constant weight runs as oneDNN's packed sgemm (Entry::sgemm,
 // aitgen/onednn_sgemm.h): only where the matmul would be the sgemm-based `gemm:` implementation
 // (`probe`), for one product (every dim before M, K, N of size 1) whose operands have an sgemm form.
+// float16/bfloat16 storage computed in float32 (cfg.convert) goes through float32 scratch as the
+// primitive's operands do, when the result is dense (its float32 copy is converted whole).
 bool plan_sgemm(const MatmulConfig& cfg, Entry& e, const int64_t* d, const char* probe) {
   const int r = cfg.rank;
-  if (cfg.quant || cfg.storage != Storage::f32 || cfg.convert || !cfg.prepack || cfg.f32_dst) return false;
+  if (cfg.quant || !cfg.prepack || (cfg.storage != Storage::f32 && !cfg.convert)) return false;
+  if (cfg.convert && !cfg.f32_dst && e.staged) return false;
   if (std::strncmp(probe, "gemm:", 5) != 0 || !packed_sgemm_available()) return false;
   const int64_t *a = d, *b = d + 2 * r, *c = d + 4 * r;  // sizes; strides follow each at + r
   for (int i = 0; i + 2 < r; ++i)
@@ -463,18 +466,29 @@ std::shared_ptr<Entry> make_conv(const ConvConfig& cfg, const int64_t* d) {
 
 // The product of a packed-sgemm entry, its weight packed once per constants version and thread
 // count (the pack holds oneDNN's split of the work among the threads).
-template <typename T, typename O>
+// float16/bfloat16 storage (kConvert): operands converted into float32 scratch, the weight once
+// (before packing), and a float32 result into scratch, then converted into the (dense) output.
+template <typename T, typename O, bool kConvert>
 void run_sgemm(const Entry& e, O* out, const T* src, const T* wei, const T* bias, PackStore& packs, int64_t version) {
-  if constexpr (std::is_same<T, float>::value && std::is_same<O, float>::value) {
+  constexpr bool kFloat = std::is_same<T, float>::value && std::is_same<O, float>::value;
+  if constexpr (kFloat || kConvert) {
     const SgemmPlan& plan = e.sgemm;
     const dnnl::memory::desc want({static_cast<int64_t>(plan.pack_bytes)}, dt::u8, dnnl::memory::format_tag::a);
     const auto packed = packs.get(
-        wei, span(e.wei) * sizeof(float), version, e.wei, want,
-        [&](dnnl::memory& to) { pack_sgemm_weight(plan, wei, to.get_data_handle()); }, omp_get_max_threads());
-    run_packed_sgemm(plan, packed->get_data_handle(), src, e.has_bias ? bias : nullptr, e.bias_stride, out,
-                     e.impl.c_str());
+        wei, span(e.wei) * sizeof(T), version, e.wei, want,
+        [&](dnnl::memory& to) {
+          pack_sgemm_weight(plan, static_cast<const float*>(operand<kConvert>(wei, e.wei, kWei)),
+                            to.get_data_handle());
+        },
+        omp_get_max_threads());
+    const float* src32 = static_cast<const float*>(operand<kConvert>(src, e.src, kSrc));
+    const float* bias32 = e.has_bias ? static_cast<const float*>(operand<kConvert>(bias, e.bias, kBias)) : nullptr;
+    constexpr bool kDirect = std::is_same<O, float>::value;  // a float32 result (f32_dst) is written in place
+    float* out32 = kDirect ? reinterpret_cast<float*>(out) : static_cast<float*>(scratch(kDst, e.dst.get_size()));
+    run_packed_sgemm(plan, packed->get_data_handle(), src32, bias32, e.bias_stride, out32, e.impl.c_str());
+    if constexpr (!kDirect) from_f32(out32, out, static_cast<int64_t>(span(e.dst)));
   } else {
-    throw std::runtime_error("oneDNN kernel: packed sgemm on a storage type other than float32");
+    throw std::runtime_error("oneDNN kernel: packed sgemm on " + e.impl + " without float32 compute");
   }
 }
 
@@ -496,8 +510,8 @@ void dispatch(KernelState* st, bool prepack, int nkey, const Epilogue& ep, void*
   }
   std::shared_ptr<Entry> e = st->primitives.get(d, nkey, make);
   const T* src = static_cast<const T*>(p[1]) + (src_offset >= 0 ? d[src_offset] : 0);
-  if (e->sgemm.on) {  // float32 only (plan_sgemm)
-    run_sgemm(*e, out, src, static_cast<const T*>(p[2]), bias, st->packs, d[nkey]);
+  if (e->sgemm.on) {  // float32 compute only (plan_sgemm)
+    run_sgemm<T, O, kConvert>(*e, out, src, static_cast<const T*>(p[2]), bias, st->packs, d[nkey]);
     if (ep.loop) ep.loop(p, d);
     return;
   }

@@ -122,3 +122,26 @@ def test_packed_sgemm_matches_the_oracle(tmp_path):
     plain, _, plain_impls = _run(tmp_path, work, feeds[:1], [2], new, AITGEN_PACKED_SGEMM="0")
     assert not any(v.endswith(":packed_sgemm") for v in plain_impls.values()), plain_impls
     check(plain[0], got[0], TOL)
+
+
+def test_packed_sgemm_float16_storage(tmp_path):
+    # float16 storage computes in float32 on oneDNN's CPUs without avx512_fp16 (always, under AVX2):
+    # operands and the weight (before packing) converted into float32 scratch, the result back.
+    # The oracle computes in float32 and rounds each op's result: rtol/atol 2e-3 (x max|reference|).
+    m = ag.IntVar("m", 1, 64)
+    x = ag.Tensor([m, 96], "float16", name="x")
+    w1 = ag.constant((S.rand((80, 96)) * 0.1).astype(np.float16), name="w1")
+    b1 = ag.constant(S.rand((80,)).astype(np.float16), name="b1")
+    w2 = ag.constant((S.rand((96, 48)) * 0.1).astype(np.float16), name="w2")
+    outs = {"y": ops.gelu(ops.linear(x, w1, b1)), "z": ops.gemm(x, w2)}
+    work = tmp_path / "m"
+    ag.compile_model(outs, target="cpu", workdir=work)
+    feeds = [{"x": S.rand((n, 96)).astype(np.float16)} for n in (33, 64)]
+    new = {"w1": (S.rand((80, 96)) * 0.1).astype(np.float16), "b1": S.rand((80,)).astype(np.float16),
+           "w2": (S.rand((96, 48)) * 0.1).astype(np.float16)}
+    got, got_new, impls = _run(tmp_path, work, feeds, [2, 1], new)
+    assert len(impls) == 2 and all(v.endswith(":packed_sgemm") for v in impls.values()), impls
+    for g, f in zip(got, feeds):
+        check(g, ag.reference.run(outs, f), 2e-3)
+    w1.value, b1.value, w2.value = new["w1"], new["b1"], new["w2"]
+    check(got_new, ag.reference.run(outs, feeds[-1]), 2e-3)

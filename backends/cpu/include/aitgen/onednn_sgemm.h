@@ -6,7 +6,8 @@
 // constant weight once. With the weight streamed from memory as in a model (12 different weights in
 // turn), the packed form ran BERT's and ViT's linear layers 10-17% faster on an AVX2 EPYC, 1 and 2
 // threads (benchmarks/results/cpu_packed_sgemm_avx2.json). Where oneDNN has brgemm (AVX-512), the
-// matmul already prepacks its weight (`any`) and this path is not taken.
+// matmul already prepacks its weight (`any`) and this path is not taken. float16/bfloat16 storage
+// computed in float32 takes it too (onednn_kernels.cpp run_sgemm: operands through float32 scratch).
 //
 // The functions are oneDNN's own (src/cpu/gemm/gemm_pack.hpp: what its RNN primitives use),
 // exported from libdnnl but not in its public headers. They are declared weak here: with a oneDNN
