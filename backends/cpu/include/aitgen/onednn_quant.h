@@ -146,11 +146,7 @@ inline void run_quant(const Entry& e, const QuantRun& qr, void* dst, const void*
   if (e.dst_shift) ca.bind(DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_DST, &shift_zero_point, zp_md);
   void* out = e.staged ? scratch(kDst, e.dst.get_size()) : dst;
   ca.bind(DNNL_ARG_DST, out, e.dst);
-  const size_t pad = e.scratchpad.get_size();
-  if (pad > 0) ca.bind(DNNL_ARG_SCRATCHPAD, scratch(kScratchpad, pad), e.scratchpad);
-  const auto& args = ca.args();
-  e.prim.execute(stream(), args);
-  stream().wait();
+  execute(e, ca);
   if (!e.staged) return;
   // QGEMM / QCONV2D do not declare strided_output (kernels/cpu/gemm.py): never reached today
   if (qr.out_quant) throw std::runtime_error("oneDNN kernel: a requantised result at strides");

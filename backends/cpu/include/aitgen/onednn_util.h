@@ -483,6 +483,14 @@ inline CallArgs& call_args(const Entry& e) {
   return table[e.id];
 }
 
+// Run `e` with the arguments bound in `ca`, plus its scratchpad from this thread's buffer.
+inline void execute(const Entry& e, CallArgs& ca) {
+  const size_t pad = e.scratchpad.get_size();
+  if (pad > 0) ca.bind(DNNL_ARG_SCRATCHPAD, scratch(kScratchpad, pad), e.scratchpad);
+  e.prim.execute(stream(), ca.args());
+  stream().wait();
+}
+
 // Execute `e` on storage pointers. With `packs` (the weight is a graph constant) the weight comes
 // from its prepacked copy for `version`; else, when the primitive wants another layout than the
 // plain one, it is reordered into scratch on every call.
@@ -513,11 +521,7 @@ inline void run(const Entry& e, O* dst, const T* src, const T* wei, const T* bia
   void* out = dst;
   if (kConvert || e.staged) out = scratch(kDst, e.dst.get_size());
   ca.bind(DNNL_ARG_DST, out, e.dst);
-  const size_t pad = e.scratchpad.get_size();
-  if (pad > 0) ca.bind(DNNL_ARG_SCRATCHPAD, scratch(kScratchpad, pad), e.scratchpad);
-  const auto& args = ca.args();
-  e.prim.execute(stream(), args);
-  stream().wait();
+  execute(e, ca);
   using C = typename std::conditional<kConvert, float, O>::type;  // what the primitive wrote
   if (e.staged) {
     store_strided(static_cast<const C*>(out), dst, e.dst, e.dst_store);
