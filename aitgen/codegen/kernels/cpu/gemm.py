@@ -65,11 +65,11 @@ int8_reduced_weights_rule("cpu", lambda: not int8_vnni())
 def precision_fallback(precision: Optional[str]) -> Optional[str]:
     """What a requested precision becomes on this CPU when it lacks the instructions that make it
     fast (compile_model warns with it and report.json's precision keeps it), else None. Measured on
-    an AVX2-only EPYC (benchmarks/results/cpu_bf16_avx2.json, cpu_int8_avx2.json)."""
+    an AVX2-only EPYC (benchmarks/results/cpu_bf16_avx2_s14.json, cpu_int8_avx2.json)."""
     if precision == "bfloat16" and not native_bf16():
         return ("bfloat16 on a CPU without AVX-512: oneDNN has no jit bfloat16 kernels here, so GEMM, conv "
                 "and attention compute in float32 on converted operands; expect float32's speed or a little "
-                "less (BERT-base 230 ms against 219 on an AVX2 EPYC), with bfloat16's rounding")
+                "less (BERT-base 140 ms against 136 on an AVX2 EPYC), with bfloat16's rounding")
     if precision == "int8" and not int8_vnni():
         return ("int8 on a CPU without VNNI: oneDNN sums u8 x s8 pairs in int16, so the weights keep 7 bits "
                 "(the sums cannot saturate); int8 models ran 1.7-1.9x faster than float32 on an AVX2 EPYC, "
