@@ -285,6 +285,37 @@ def test_half_storage_family(tmp_path, dtype):
     check_all(m, outs, feeds, dtype, exact=("max", "mp"))
 
 
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_half_max_pool_vector_blocks_nan_and_inf(tmp_path, dtype):
+    """16-bit max pooling runs kLanes channels at a time through float32 vectors, the rest one by
+    one: 37 and 70 channels leave a remainder at 4, 8 and 16 lanes. NaN propagates and +-inf and
+    padding behave as the oracle's, bit for bit after the round trip."""
+    rng = np.random.default_rng(11)
+    outs = {}
+    for c in (37, 70):
+        x = ag.Tensor([2, 9, 11, c], dtype=dtype, name=f"x{c}")
+        for i, (k, s, p, d, ceil, _) in enumerate(POOLS):
+            outs[f"mp{c}_{i}"] = ops.max_pool2d(x, k, s, p, dilation=d, ceil_mode=ceil)
+    m = ag.compile_model(outs, target="cpu", workdir=tmp_path / "m")
+    feeds = {}
+    for c in (37, 70):
+        xv = rand(rng, (2, 9, 11, c), dtype)
+        xv[0, 4:6, 5:7, :c // 2] = np.nan      # in vector lanes and in the remainder; 2x2, so every
+                                                 # window pattern (stride, dilation) meets it
+        xv[1, 0, 0, c - 1] = np.nan
+        xv[1, 3:5, 3:5, :] = np.inf
+        xv[0, 8, 10, 3:20] = -np.inf
+        xv[1, 8, :, :] = -np.inf                 # whole windows of -inf in the last row
+        feeds[f"x{c}"] = xv
+    got = m.run(feeds)
+    ref = ag.reference.run(outs, feeds)
+    for k in outs:
+        assert got[k].dtype == ref[k].dtype and got[k].shape == ref[k].shape, k
+        g, r = got[k].astype(np.float32), ref[k].astype(np.float32)
+        assert np.isnan(r).any() and np.isinf(r).any(), k  # the specials reach every output
+        np.testing.assert_array_equal(g, r, err_msg=k)
+
+
 # -- bad input --------------------------------------------------------------------------------
 
 def test_bad_input_raises_and_model_still_works(tmp_path):

@@ -196,7 +196,7 @@ template <>
 inline fp8_e5m2fnuz from_compute<fp8_e5m2fnuz, float>(float v) { return from_f32<fp8_e5m2fnuz>(v); }
 
 template <typename C, typename T>
-inline void pool_max(T* y, const T* x, const int64_t* off, int ntaps, int64_t n) {
+inline void pool_max_scalar(T* y, const T* x, const int64_t* off, int ntaps, int64_t n) {
   constexpr int64_t B = 64;
   for (int64_t j0 = 0; j0 < n; j0 += B) {
     const int64_t nb = n - j0 < B ? n - j0 : B;
@@ -206,6 +206,40 @@ inline void pool_max(T* y, const T* x, const int64_t* off, int ntaps, int64_t n)
       for (int64_t j = 0; j < nb; ++j) acc[j] = max_nan(acc[j], static_cast<C>(to_f32_or_int(x[off[t] + j0 + j])));
     for (int64_t j = 0; j < nb; ++j) y[j0 + j] = from_compute<T>(acc[j]);
   }
+}
+template <typename C, typename T>
+inline void pool_max(T* y, const T* x, const int64_t* off, int ntaps, int64_t n) {
+  pool_max_scalar<C>(y, x, off, ntaps, n);
+}
+// float16 / bfloat16 storage: each tap's block of kLanes converts to float32 (exact, and
+// branch-free, so the copy vectorises) and meets the accumulator as a vector, as float32 does; the
+// maximum is one of the inputs, so converting it back is exact. Through pool_max_scalar (a max
+// per element) ResNet-50's bfloat16 max pool took 2.6 ms of 42 on an AVX-512 EPYC.
+template <typename T>
+inline void pool_max_narrow(T* y, const T* x, const int64_t* off, int ntaps, int64_t n) {
+  int64_t j = 0;
+  for (; j + kLanes <= n; j += kLanes) {
+    vfloat acc = splat(-INFINITY);
+    for (int t = 0; t < ntaps; ++t) {
+      const T* s = x + off[t] + j;
+      float f[kLanes];
+      for (int64_t l = 0; l < kLanes; ++l) f[l] = to_f32(s[l]);
+      const vfloat v = loadu(f);
+      acc = (v > acc) | (v != v) ? v : acc;
+    }
+    float r[kLanes];
+    storeu(r, acc);
+    for (int64_t l = 0; l < kLanes; ++l) y[j + l] = from_f32<T>(r[l]);
+  }
+  if (j < n) pool_max_scalar<float>(y + j, x + j, off, ntaps, n - j);  // the last channels
+}
+template <>
+inline void pool_max<float, half>(half* y, const half* x, const int64_t* off, int ntaps, int64_t n) {
+  pool_max_narrow(y, x, off, ntaps, n);
+}
+template <>
+inline void pool_max<float, bf16>(bf16* y, const bf16* x, const int64_t* off, int ntaps, int64_t n) {
+  pool_max_narrow(y, x, off, ntaps, n);
 }
 template <>
 inline void pool_max<float, float>(float* y, const float* x, const int64_t* off, int ntaps, int64_t n) {
