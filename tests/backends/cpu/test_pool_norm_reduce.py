@@ -316,6 +316,40 @@ def test_half_max_pool_vector_blocks_nan_and_inf(tmp_path, dtype):
         np.testing.assert_array_equal(g, r, err_msg=k)
 
 
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_half_storage_long_rows_and_vector_pools(tmp_path, dtype):
+    """16-bit rows run through float32 blocks of 1024 (cpu_reduce.h narrow_blocks): rows of 2500
+    cross two block edges and end in a remainder, rows of 37 fit in one; a softmax row holding -inf
+    and one holding NaN keep the oracle's zeros and NaNs. Average pooling over 37 and 70 channels
+    sums its taps in the oracle's order, so it is exact."""
+    rng = np.random.default_rng(12)
+    x = ag.Tensor([3, 2500], dtype=dtype, name="x")
+    s = ag.Tensor([5, 37], dtype=dtype, name="s")
+    wt = ag.Tensor([2500], dtype=dtype, name="wt")
+    outs = {"sm": ops.softmax(x, -1), "sm_s": ops.softmax(s, -1), "ln": ops.layernorm(x, wt, wt),
+            "ln_s": ops.layernorm(s), "rms": ops.rmsnorm(x, wt), "sum": ops.reduce_sum(x, -1),
+            "mean_s": ops.reduce_mean(s, -1)}
+    pools = {}
+    for c in (37, 70):
+        p = ag.Tensor([2, 9, 11, c], dtype=dtype, name=f"p{c}")
+        for i, (k, st, pad, d, ceil, cip) in enumerate(POOLS):
+            if d == 1:
+                pools[f"ap{c}_{i}"] = ops.avg_pool2d(p, k, st, pad, ceil_mode=ceil, count_include_pad=cip)
+    m = ag.compile_model({**outs, **pools}, target="cpu", workdir=tmp_path / "m")
+    xv = rand(rng, (3, 2500), dtype, offset=2.0)  # a mean away from 0: the two-pass variance
+    xv[1, 1700] = -np.inf
+    xv[2, 2499] = np.nan
+    feeds = {"x": xv, "s": rand(rng, (5, 37), dtype), "wt": rand(rng, (2500,), dtype, 0.5, 1.5),
+             **{f"p{c}": rand(rng, (2, 9, 11, c), dtype) for c in (37, 70)}}
+    got = m.run(feeds)
+    ref = ag.reference.run({**outs, **pools}, feeds)
+    assert np.isnan(ref["sm"][2]).all() and ref["sm"][1, 1700] == 0
+    for k in outs:
+        close(got[k], ref[k], dtype, k)
+    for k in pools:
+        np.testing.assert_array_equal(got[k].astype(np.float32), ref[k].astype(np.float32), err_msg=k)
+
+
 # -- bad input --------------------------------------------------------------------------------
 
 def test_bad_input_raises_and_model_still_works(tmp_path):

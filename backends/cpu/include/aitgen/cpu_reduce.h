@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 
 #include "aitgen/cpu_kernel.h"
 #include "aitgen/cpu_vmath.h"
@@ -121,10 +122,31 @@ inline vfloat exp_v(const vfloat& x) {
 // rows): the one scalar form every kernel shares.
 inline float exp_f32(float x) { return exp_poly(x); }
 
+// float16 / bfloat16 rows go to the float32 forms a block at a time, converted into an L1 buffer
+// by a loop that vectorises (to_f32 is branch-free for both). The generic forms (a double
+// accumulator per element, a scalar exp) ran a float16 softmax 13x and a layer norm 7.6x slower
+// than float32 (bfloat16 5.8x and 2.2x) on an AVX-512 EPYC.
+template <typename T>
+constexpr bool kNarrowFloat = std::is_same_v<T, half> || std::is_same_v<T, bf16>;
+template <typename T, typename F>
+inline void narrow_blocks(const T* x, int64_t n, F&& f) {
+  alignas(64) float buf[kBlock];
+  for (int64_t b = 0; b < n; b += kBlock) {
+    const int64_t m = n - b < kBlock ? n - b : kBlock;
+    for (int64_t i = 0; i < m; ++i) buf[i] = to_f32(x[b + i]);
+    f(static_cast<const float*>(buf), b, m);
+  }
+}
+
+inline double row_sum(const float* x, int64_t n);
 template <typename T>
 inline double row_sum(const T* x, int64_t n) {
   double s = 0.0;
-  for (int64_t i = 0; i < n; ++i) s += to_f32(x[i]);
+  if constexpr (kNarrowFloat<T>) {
+    narrow_blocks(x, n, [&](const float* f, int64_t, int64_t m) { s += row_sum(f, m); });
+  } else {
+    for (int64_t i = 0; i < n; ++i) s += to_f32(x[i]);
+  }
   return s;
 }
 inline double row_sum(const float* x, int64_t n) {
@@ -145,9 +167,14 @@ inline double row_sum(const float* x, int64_t n) {
 }
 
 // Sum of (x - mu)^2: the second pass of a two-pass variance.
+inline double row_sumsq(const float* x, int64_t n, float mu);
 template <typename T>
 inline double row_sumsq(const T* x, int64_t n, float mu) {
   double s = 0.0;
+  if constexpr (kNarrowFloat<T>) {
+    narrow_blocks(x, n, [&](const float* f, int64_t, int64_t m) { s += row_sumsq(f, m, mu); });
+    return s;
+  }
   for (int64_t i = 0; i < n; ++i) {
     const float c = to_f32(x[i]) - mu;
     s += c * c;
@@ -260,7 +287,7 @@ inline void pool_max<float, float>(float* y, const float* x, const int64_t* off,
 }
 
 template <typename T>
-inline void pool_avg(T* y, const T* x, const int64_t* off, int ntaps, int64_t n, float div) {
+inline void pool_avg_scalar(T* y, const T* x, const int64_t* off, int ntaps, int64_t n, float div) {
   constexpr int64_t B = 64;
   for (int64_t j0 = 0; j0 < n; j0 += B) {
     const int64_t nb = n - j0 < B ? n - j0 : B;
@@ -270,6 +297,37 @@ inline void pool_avg(T* y, const T* x, const int64_t* off, int ntaps, int64_t n,
       for (int64_t j = 0; j < nb; ++j) acc[j] += to_f32(x[off[t] + j0 + j]);
     for (int64_t j = 0; j < nb; ++j) y[j0 + j] = from_f32<T>(acc[j] / div);
   }
+}
+template <typename T>
+inline void pool_avg(T* y, const T* x, const int64_t* off, int ntaps, int64_t n, float div) {
+  pool_avg_scalar(y, x, off, ntaps, n, div);
+}
+// float16 / bfloat16: as pool_max_narrow, float32 vectors over kLanes channels; the sum runs over
+// the taps in the same order as pool_avg_scalar's, so the results are the same.
+template <typename T>
+inline void pool_avg_narrow(T* y, const T* x, const int64_t* off, int ntaps, int64_t n, float div) {
+  int64_t j = 0;
+  for (; j + kLanes <= n; j += kLanes) {
+    vfloat acc = splat(0.0f);
+    for (int t = 0; t < ntaps; ++t) {
+      const T* s = x + off[t] + j;
+      float f[kLanes];
+      for (int64_t l = 0; l < kLanes; ++l) f[l] = to_f32(s[l]);
+      acc += loadu(f);
+    }
+    float r[kLanes];
+    storeu(r, acc / div);
+    for (int64_t l = 0; l < kLanes; ++l) y[j + l] = from_f32<T>(r[l]);
+  }
+  if (j < n) pool_avg_scalar(y + j, x + j, off, ntaps, n - j, div);
+}
+template <>
+inline void pool_avg<half>(half* y, const half* x, const int64_t* off, int ntaps, int64_t n, float div) {
+  pool_avg_narrow(y, x, off, ntaps, n, div);
+}
+template <>
+inline void pool_avg<bf16>(bf16* y, const bf16* x, const int64_t* off, int ntaps, int64_t n, float div) {
+  pool_avg_narrow(y, x, off, ntaps, n, div);
 }
 template <>
 inline void pool_avg<float>(float* y, const float* x, const int64_t* off, int ntaps, int64_t n, float div) {
@@ -298,9 +356,17 @@ inline void pool_avg<double>(double* y, const double* x, const int64_t* off, int
 
 // Max of a row, NaN not propagated: softmax needs no NaN-exact max, since a NaN in the row turns
 // its sum, and so every output, into NaN anyway.
+inline float row_max(const float* x, int64_t n);
 template <typename T>
 inline float row_max(const T* x, int64_t n) {
   float m = -INFINITY;
+  if constexpr (kNarrowFloat<T>) {
+    narrow_blocks(x, n, [&](const float* f, int64_t, int64_t k) {
+      const float b = row_max(f, k);
+      m = m > b ? m : b;
+    });
+    return m;
+  }
   for (int64_t i = 0; i < n; ++i) m = m > to_f32(x[i]) ? m : to_f32(x[i]);
   return m;
 }
@@ -318,9 +384,14 @@ inline float row_max(const float* x, int64_t n) {
 }
 
 // Sum of exp(x - m) over a row; e (when not null) receives each exp.
+inline double row_exp_sum(const float* x, int64_t n, float m, float* e);
 template <typename T>
 inline double row_exp_sum(const T* x, int64_t n, float m, float* e) {
   double s = 0.0;
+  if constexpr (kNarrowFloat<T>) {
+    narrow_blocks(x, n, [&](const float* f, int64_t b, int64_t k) { s += row_exp_sum(f, k, m, e ? e + b : e); });
+    return s;
+  }
   for (int64_t i = 0; i < n; ++i) {
     const float v = exp_f32(to_f32(x[i]) - m);
     if (e) e[i] = v;
