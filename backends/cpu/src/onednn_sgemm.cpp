@@ -59,6 +59,15 @@ bool packed_sgemm_available() {
   static const bool ok = [] {
     const char* env = std::getenv("AITGEN_PACKED_SGEMM");
     if (env != nullptr && std::strcmp(env, "0") == 0) return false;
+    // Only on the AVX2-class kernels it was written and checked for. With AVX-512, oneDNN 3.2's
+    // packed sgemm crashes for 2..15 columns of the unpacked operand (our rows M; a standalone
+    // sgemm_pack_get_size / sgemm_pack / sgemm_compute segfaults for M = 2..15 under
+    // ONEDNN_MAX_CPU_ISA=AVX512_CORE on a Zen 4 EPYC, while 360 shapes up to 4 threads pass on AVX2
+    // and AVX), and there the brgemm matmul prepacks its weights anyway.
+    const dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
+    if (isa != dnnl_cpu_isa_sse41 && isa != dnnl_cpu_isa_avx && isa != dnnl_cpu_isa_avx2 &&
+        isa != dnnl_cpu_isa_avx2_vnni && isa != dnnl_cpu_isa_avx2_vnni_2)
+      return false;
     return ext::sgemm_pack_get_size != nullptr && ext::sgemm_pack != nullptr && ext::sgemm_compute != nullptr;
   }();
   return ok;

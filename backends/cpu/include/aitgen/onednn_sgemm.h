@@ -39,8 +39,9 @@ struct SgemmPlan {
   size_t pack_bytes = 0;         // the packed weight's size for this shape and thread count
 };
 
-// Whether libdnnl exports the packed sgemm and AITGEN_PACKED_SGEMM is not "0" (the switch exists for
-// A/B measurements: benchmarks/ab_workdirs.py --env-old).
+// Whether libdnnl exports the packed sgemm, oneDNN runs AVX2-class (or older) kernels here (its
+// AVX-512 packed sgemm crashes for small M: onednn_sgemm.cpp), and AITGEN_PACKED_SGEMM is not "0"
+// (the switch exists for A/B measurements: benchmarks/ab_workdirs.py --env-old).
 bool packed_sgemm_available();
 
 // The plan for a product of these sizes and strides (rank 2 after dropping leading size-1 dims):
