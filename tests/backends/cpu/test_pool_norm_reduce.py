@@ -339,11 +339,16 @@ def test_half_storage_long_rows_and_vector_pools(tmp_path, dtype):
     xv = rand(rng, (3, 2500), dtype, offset=2.0)  # a mean away from 0: the two-pass variance
     xv[1, 1700] = -np.inf
     xv[2, 2499] = np.nan
-    feeds = {"x": xv, "s": rand(rng, (5, 37), dtype), "wt": rand(rng, (2500,), dtype, 0.5, 1.5),
+    sv = rand(rng, (5, 37), dtype)  # one-block rows: -inf, a whole row of it (NaN out), NaN
+    sv[1, 5] = -np.inf
+    sv[3, :] = -np.inf
+    sv[4, 36] = np.nan
+    feeds = {"x": xv, "s": sv, "wt": rand(rng, (2500,), dtype, 0.5, 1.5),
              **{f"p{c}": rand(rng, (2, 9, 11, c), dtype) for c in (37, 70)}}
     got = m.run(feeds)
     ref = ag.reference.run({**outs, **pools}, feeds)
     assert np.isnan(ref["sm"][2]).all() and ref["sm"][1, 1700] == 0
+    assert ref["sm_s"][1, 5] == 0 and np.isnan(ref["sm_s"][3]).all() and np.isnan(ref["sm_s"][4]).all()
     for k in outs:
         close(got[k], ref[k], dtype, k)
     for k in pools:
