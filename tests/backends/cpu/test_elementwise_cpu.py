@@ -144,3 +144,41 @@ def test_importer_kinds(tmp_path, dtype, tol):
             else:
                 np.testing.assert_allclose(got[k].astype(np.float32), want[k].astype(np.float32), err_msg=k,
                                            equal_nan=True, **tol)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_16bit_flat_kernels_convert_in_blocks(tmp_path, dtype):
+    """Flat 16-bit kernels convert 512-element blocks in bulk (aitgen/cpu_convert.h): sizes around
+    the block edge and the vector widths, a one-element operand, a float32 operand and result beside
+    16-bit ones, NaN and +-inf. The oracle computes in float32 and rounds once per op; a single op
+    is then exact, and the fused chain is within an ulp of the storage type."""
+    n = ag.IntVar("n", 1, 2000)
+    x = ag.Tensor([n], dtype, name="x")
+    y = ag.Tensor([n], dtype, name="y")
+    s = ag.Tensor([1], dtype, name="s")
+    z = ag.Tensor([n], "float32", name="z")
+    outs = {"add": ops.add(x, y), "scaled": ops.mul(x, s), "mixed": ops.add(ops.cast(x, "float32"), z),
+            "down": ops.cast(z, dtype), "chain": ops.tanh(ops.relu(x) * y + 0.5)}
+    model = ag.compile_model(outs, target="cpu", workdir=tmp_path / "m")
+    src = "\n".join(f.read_text() for f in (tmp_path / "m" / "obj" / "src").glob("k_*.cpp"))
+    assert "ait::to_f32_block(" in src and "ait::from_f32_block(" in src
+    rng = np.random.default_rng(5)
+    np_dt = ag.DType[dtype].np
+    tol = 2e-3 if dtype == "float16" else 1.6e-2
+    for size in (1, 15, 511, 512, 513, 1999):
+        xv = rng.standard_normal(size).astype(np_dt)
+        xv[size // 2] = np.nan
+        if size > 2:
+            xv[size - 1], xv[1] = np.inf, -np.inf
+        feeds = {"x": xv, "y": rng.standard_normal(size).astype(np_dt), "s": np.array([1.5], np_dt),
+                 "z": (rng.standard_normal(size) * 100).astype(np.float32)}
+        got = model.run(feeds)
+        with np.errstate(invalid="ignore"):
+            want = ag.reference.run(outs, feeds)
+        for k in outs:
+            assert got[k].dtype == want[k].dtype and got[k].shape == want[k].shape, k
+            g, w = got[k].astype(np.float32), want[k].astype(np.float32)
+            if k == "chain":
+                np.testing.assert_allclose(g, w, rtol=tol, atol=tol, equal_nan=True, err_msg=f"{k} {size}")
+            else:
+                np.testing.assert_array_equal(g, w, err_msg=f"{k} {size}")

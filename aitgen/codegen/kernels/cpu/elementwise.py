@@ -9,6 +9,7 @@ merging neighbouring dims that every operand reads alike (dense or broadcast), s
 from __future__ import annotations
 
 from ....ir.dims import prod
+from ....ir.dtype import DType
 from ....ir.op import Op, OpKind
 from ....ops.fused import single_op_expr
 from ....ops.registry import Category, registered_kinds, get_opdef
@@ -25,6 +26,11 @@ _COSTLY = {OpKind.GELU, OpKind.ERF, OpKind.TANH, OpKind.SIGMOID, OpKind.SILU, Op
            OpKind.POW, OpKind.SQRT, OpKind.RSQRT, OpKind.SIN, OpKind.COS, OpKind.TAN, OpKind.ASIN,
            OpKind.ACOS, OpKind.ATAN, OpKind.SINH, OpKind.COSH, OpKind.ASINH, OpKind.ACOSH, OpKind.ATANH,
            OpKind.EXPM1, OpKind.LOG1P, OpKind.MOD, OpKind.FMOD}
+
+
+# 16-bit float operands and results of a flat kernel are converted a block at a time
+# (aitgen/cpu_convert.h: F16C, or widening moves), not one element at a time in the loop.
+_BULK = (DType.float16, DType.bfloat16)
 
 
 def expr_kernel(expr, outs, ins, views=None, out_strides=None) -> tuple[dict, list]:
@@ -86,17 +92,25 @@ def expr_kernel(expr, outs, ins, views=None, out_strides=None) -> tuple[dict, li
         if views[i] is not None and views[i].offset != 0:
             offset_at = len(call_dims)
             call_dims.append(views[i].offset)
-        args.append({"t": STORAGE[t.dtype], "ct": COMPUTE[t.dtype], "offset_at": offset_at,
+        bulk = flat and kind == "full" and t.dtype in _BULK
+        args.append({"t": STORAGE[t.dtype], "ct": COMPUTE[t.dtype], "offset_at": offset_at, "bulk": bulk,
                      "load_flat": load(t.dtype, f"in{i}", idx_flat) if idx_flat else "",
+                     "load_block": f"f{i}[i]" if bulk else load(t.dtype, f"in{i}", "b + i" if idx_flat == "i" else "0")
+                     if idx_flat else "",
                      "load_strided": load(t.dtype, f"in{i}", idx_strided)})
     slot_dtypes = expr.slot_dtypes(in_dtypes)
-    stores = [{"t": STORAGE[o.dtype], "value": store(o.dtype, f"s{slot}")} for o, slot in zip(outs, expr.outputs)]
+    stores = []
+    for j, (o, slot) in enumerate(zip(outs, expr.outputs)):
+        bulk = flat and o.dtype in _BULK
+        stores.append({"t": STORAGE[o.dtype], "value": store(o.dtype, f"s{slot}"), "bulk": bulk,
+                       "store_block": f"r{j}[i] = s{slot}" if bulk else f"out{j}[b + i] = {store(o.dtype, f's{slot}')}"})
     for o, slot in zip(outs, expr.outputs):
         assert slot_dtypes[slot] == o.dtype, f"output dtype {o.dtype} vs expression {slot_dtypes[slot]}"
     weight = sum(8 if n.kind in _COSTLY else 1 for n in expr.nodes)
     params = dict(text=str(expr), functions=cpp["functions"], statements=cpp["statements"], args=args,
                   outs=stores, par_threshold=max(4096, PAR_WORK // max(weight, 1)),
                   mode="flat" if flat else "strided", rank=rank, nstrided=len(strided), out_at=out_at,
+                  blocked=any(a["bulk"] for a in args) or any(o["bulk"] for o in stores),
                   out_index=f"obase + {out_inner}" if out_at is not None else "row + i")
     return params, call_dims
 
