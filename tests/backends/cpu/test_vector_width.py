@@ -38,17 +38,23 @@ def _functions(asm: str) -> dict[str, str]:
     return out
 
 
-@pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64") or not shutil.which("g++"),
-                    reason="an x86-64 check that needs g++")
-@pytest.mark.parametrize("march,reg", [("haswell", "ymm"), ("skylake-avx512", "zmm")])
-def test_row_helpers_stay_vectorised(tmp_path, march, reg):
+def _compile(tmp_path, text: str, march: str) -> dict[str, str]:
+    """The probes' assembly per function, compiled as the CPU backend compiles kernels (-O3, no
+    trapping math) for `march`."""
     src = tmp_path / "probe.cpp"
-    src.write_text(SRC)
+    src.write_text(text)
     asm = tmp_path / "probe.s"
     subprocess.run(["g++", "-std=c++17", "-O3", f"-march={march}", "-fno-trapping-math", "-S",
                     f"-I{ROOT / 'backends/cpu/include'}", f"-I{ROOT / 'backends/common/include'}",
                     str(src), "-o", str(asm)], check=True, capture_output=True, timeout=300)
-    funcs = _functions(asm.read_text())
+    return _functions(asm.read_text())
+
+
+@pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64") or not shutil.which("g++"),
+                    reason="an x86-64 check that needs g++")
+@pytest.mark.parametrize("march,reg", [("haswell", "ymm"), ("skylake-avx512", "zmm")])
+def test_row_helpers_stay_vectorised(tmp_path, march, reg):
+    funcs = _compile(tmp_path, SRC, march)
     assert set(funcs) == {"probe_pool_max", "probe_row_max", "probe_exp_sum"}, sorted(funcs)
     for name, body in funcs.items():
         # lanes moved one at a time (what GCC's lowering of a too-wide select emits) and no vector
@@ -79,13 +85,7 @@ def test_16bit_helpers_convert_in_bulk(tmp_path, march, reg):
     from_f32_block): F16C's vcvtph2ps / vcvtps2ph for float16, a widening move and a shift for
     bfloat16, each at the target's width. The element-wise forms they replaced ran a float16
     softmax 13x and an average pool 16x slower than float32."""
-    src = tmp_path / "probe16.cpp"
-    src.write_text(SRC16)
-    asm = tmp_path / "probe16.s"
-    subprocess.run(["g++", "-std=c++17", "-O3", f"-march={march}", "-fno-trapping-math", "-S",
-                    f"-I{ROOT / 'backends/cpu/include'}", f"-I{ROOT / 'backends/common/include'}",
-                    str(src), "-o", str(asm)], check=True, capture_output=True, timeout=300)
-    funcs = _functions(asm.read_text())
+    funcs = _compile(tmp_path, SRC16, march)
     assert set(funcs) == {"probe_max_h", "probe_max_b", "probe_avg_h", "probe_avg_b"}, sorted(funcs)
     for name, body in funcs.items():
         if name.endswith("_h"):
