@@ -71,9 +71,11 @@ inline void from_f32_block(const float* f, half* y, int64_t n) {
   for (; i < n; ++i) y[i] = from_f32<half>(f[i]);
 }
 #endif
-#if defined(__AVX512F__)
+#if defined(__AVX2__)
 inline void from_f32_block(const float* f, bf16* y, int64_t n) {
+  // from_f32<bf16>'s bits: u + 0x7fff + (bit 16 of u), the top half; a NaN's top half | 0x40.
   int64_t i = 0;
+#if defined(__AVX512F__)
   const __m512i one = _mm512_set1_epi32(1), round = _mm512_set1_epi32(0x7fff), quiet = _mm512_set1_epi32(0x40);
   for (; i + 16 <= n; i += 16) {
     const __m512 v = _mm512_loadu_ps(f + i);
@@ -82,6 +84,19 @@ inline void from_f32_block(const float* f, bf16* y, int64_t n) {
     const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
     const __m512i b = _mm512_mask_mov_epi32(r, nan, _mm512_or_si512(hi, quiet));
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(y + i), _mm512_cvtepi32_epi16(b));
+  }
+#endif
+  const __m256i one8 = _mm256_set1_epi32(1), round8 = _mm256_set1_epi32(0x7fff), quiet8 = _mm256_set1_epi32(0x40);
+  for (; i + 8 <= n; i += 8) {
+    const __m256 v = _mm256_loadu_ps(f + i);
+    const __m256i u = _mm256_castps_si256(v), hi = _mm256_srli_epi32(u, 16);
+    const __m256i r = _mm256_srli_epi32(_mm256_add_epi32(u, _mm256_add_epi32(round8, _mm256_and_si256(hi, one8))), 16);
+    const __m256i nan = _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+    const __m256i b = _mm256_blendv_epi8(r, _mm256_or_si256(hi, quiet8), nan);
+    // Each 32-bit lane holds a value below 2^16: packus keeps it; it packs within 128-bit halves,
+    // so the permute brings the two halves' four words together.
+    const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(b, b), 0xD8);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(y + i), _mm256_castsi256_si128(packed));
   }
   for (; i < n; ++i) y[i] = from_f32<bf16>(f[i]);
 }
