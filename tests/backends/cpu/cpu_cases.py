@@ -44,3 +44,13 @@ def assert_no_reference_kernels(workdir, model=None) -> dict:
     if model is not None:
         assert model.kernel_report()["reference_kernels"] == []
     return report
+
+
+def cpu_flags() -> set:
+    """The CPU's feature flags from /proc/cpuinfo (empty where there is none)."""
+    from pathlib import Path
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return set()
+    return set(next((ln.split(":", 1)[1].split() for ln in text.splitlines() if ln.startswith("flags")), []))

@@ -12,6 +12,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from cpu_cases import cpu_flags
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -71,21 +72,13 @@ int main() {
 """
 
 
-def _flags() -> set:
-    try:
-        text = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return set()
-    return set(next((ln.split(":", 1)[1].split() for ln in text.splitlines() if ln.startswith("flags")), []))
-
-
 @pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64") or not shutil.which("g++"),
                     reason="an x86-64 check that needs g++")
 @pytest.mark.parametrize("march,needs", [("haswell", {"avx2", "f16c", "fma"}),
                                          ("skylake-avx512", {"avx512f", "avx512bw", "avx512vl", "avx512dq"})])
 def test_bulk_conversions_match_the_elementwise_ones(tmp_path, march, needs):
-    if not needs <= _flags():
-        pytest.skip(f"this CPU lacks {sorted(needs - _flags())} to run code built for {march}")
+    if not needs <= cpu_flags():
+        pytest.skip(f"this CPU lacks {sorted(needs - cpu_flags())} to run code built for {march}")
     src = tmp_path / "probe.cpp"
     src.write_text(PROBE)
     exe = tmp_path / "probe"

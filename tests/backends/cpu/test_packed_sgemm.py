@@ -23,7 +23,7 @@ import pytest
 
 import aitgen as ag
 from aitgen import ops
-from cpu_cases import Seeded, check
+from cpu_cases import Seeded, check, cpu_flags
 
 S = Seeded(4242)
 TOL = 1e-5
@@ -124,15 +124,7 @@ def test_packed_sgemm_matches_the_oracle(tmp_path):
     check(plain[0], got[0], TOL)
 
 
-def _cpu_flags() -> set:
-    try:
-        text = open("/proc/cpuinfo").read()
-    except OSError:
-        return set()
-    return set(next((ln.split(":", 1)[1].split() for ln in text.splitlines() if ln.startswith("flags")), []))
-
-
-@pytest.mark.skipif("avx512f" not in _cpu_flags(), reason="needs a CPU with AVX-512 (oneDNN's avx512_core kernels)")
+@pytest.mark.skipif("avx512f" not in cpu_flags(), reason="needs a CPU with AVX-512 (oneDNN's avx512_core kernels)")
 def test_no_packed_sgemm_on_avx512(tmp_path):
     # oneDNN 3.2's AVX-512 packed sgemm crashed (segfault) for 2..15 rows M; with AVX-512 the path
     # is off and every product runs the matmul primitive, at those M too, against the oracle.
