@@ -13,7 +13,6 @@
 
 #include <oneapi/dnnl/dnnl.hpp>
 
-#include <immintrin.h>
 #include <omp.h>
 
 #include <algorithm>
@@ -30,6 +29,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "aitgen/cpu_convert.h"
 #include "aitgen/cpu_kernel.h"
 #include "aitgen/onednn_sgemm.h"
 
@@ -96,43 +96,29 @@ inline int64_t numel(int rank, const int64_t* sizes) {
   return n;
 }
 
-// Storage conversions for float16 (which oneDNN cannot compute on CPUs without avx512_fp16): the
-// kernel converts operands to float32 scratch, runs the float32 primitive and converts back.
+// Storage conversions for 16-bit floats (which oneDNN cannot compute on CPUs without avx512_fp16
+// or bf16 support): the kernel converts operands to float32 scratch, runs the float32 primitive
+// and converts back. Threads take 4096-element chunks, each converted by cpu_convert.h's vector
+// block forms (F16C for float16, widen-and-shift for bfloat16).
+constexpr int64_t kConvertChunk = 4096;
 template <typename T>
 inline void to_f32(const T* src, float* dst, int64_t n) {
-#pragma omp parallel for simd schedule(static) if (n > 65536)
-  for (int64_t i = 0; i < n; ++i) dst[i] = ait::to_f32(src[i]);
+  const int64_t chunks = (n + kConvertChunk - 1) / kConvertChunk;
+#pragma omp parallel for schedule(static) if (n > 65536)
+  for (int64_t c = 0; c < chunks; ++c) {
+    const int64_t b = c * kConvertChunk;
+    ait::to_f32_block(src + b, dst + b, std::min(kConvertChunk, n - b));
+  }
 }
 template <typename T>
 inline void from_f32(const float* src, T* dst, int64_t n) {
-#pragma omp parallel for simd schedule(static) if (n > 65536)
-  for (int64_t i = 0; i < n; ++i) dst[i] = ait::from_f32<T>(src[i]);
-}
-#if defined(__F16C__)
-// float16 operands and results in bulk: F16C's 8-wide conversions (round to nearest even, as
-// ait::from_f32<half>; a NaN keeps its payload's top bits here, a quiet NaN either way). The
-// remainder goes through the element-wise forms.
-template <>
-inline void to_f32<ait::half>(const ait::half* src, float* dst, int64_t n) {
-  const int64_t blocks = n / 8;
+  const int64_t chunks = (n + kConvertChunk - 1) / kConvertChunk;
 #pragma omp parallel for schedule(static) if (n > 65536)
-  for (int64_t b = 0; b < blocks; ++b) {
-    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 8 * b));
-    _mm256_storeu_ps(dst + 8 * b, _mm256_cvtph_ps(h));
+  for (int64_t c = 0; c < chunks; ++c) {
+    const int64_t b = c * kConvertChunk;
+    ait::from_f32_block(src + b, dst + b, std::min(kConvertChunk, n - b));
   }
-  for (int64_t i = 8 * blocks; i < n; ++i) dst[i] = ait::to_f32(src[i]);
 }
-template <>
-inline void from_f32<ait::half>(const float* src, ait::half* dst, int64_t n) {
-  const int64_t blocks = n / 8;
-#pragma omp parallel for schedule(static) if (n > 65536)
-  for (int64_t b = 0; b < blocks; ++b) {
-    const __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(src + 8 * b), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 8 * b), h);
-  }
-  for (int64_t i = 8 * blocks; i < n; ++i) dst[i] = ait::from_f32<ait::half>(src[i]);
-}
-#endif
 
 // f(offset, index) for every element of a tensor of `rank` sizes laid out at `strides` (elements),
 // in logical order (an odometer: no division per element).
