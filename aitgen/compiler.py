@@ -170,7 +170,7 @@ def compile_model(outputs: Union[Outputs, Graph], target: str = "auto", workdir:
                   num_runtimes: int = 1, verify: bool = False, dump_passes: Optional[str] = None,
                   name: str = "model", progress: bool = False, extra_flags: Sequence[str] = (),
                   extra_passes: Sequence[PassFn] = (), load: bool = True, cuda_graph: Optional[bool] = None,
-                  allow_tf32: bool = False, jobs: Optional[int] = None, profile: bool = False,
+                  allow_tf32: bool = False, winograd: bool = True, jobs: Optional[int] = None, profile: bool = False,
                   check_kernels: bool = True, streams: int = 1, precision_policy: Optional[str] = None,
                   calibration=None, calibration_method: str = "minmax"):
     """Compile `outputs` (a Tensor, list, dict name -> Tensor, or Graph) into `workdir` and load it.
@@ -201,7 +201,11 @@ def compile_model(outputs: Union[Outputs, Graph], target: str = "auto", workdir:
     kernel_check); a reference implementation is a ReferenceKernelWarning naming the op. Other shapes
     create their primitives at their first run, and Model.run warns then. `streams` (CUDA and ROCm, 1..16,
     default 1: off until measured on a GPU) runs independent kernels on up to that many streams,
-    ordered by events (codegen/streams.py)."""
+    ordered by events (codegen/streams.py). `winograd` (the CPU): float32 3x3 stride-1 convolutions
+    with a constant weight run as Winograd F(4x4, 3x3) where the run's shape makes it pay (32+
+    channels, 16+ tiles of 4x4 outputs; backends/cpu/include/aitgen/cpu_winograd.h), about twice as
+    fast as the direct form alone and rounding at about 1e-5 of the output's magnitude; False keeps
+    every convolution direct."""
     from .runtime.model import Model
 
     t0 = time.perf_counter()
@@ -219,6 +223,8 @@ def compile_model(outputs: Union[Outputs, Graph], target: str = "auto", workdir:
         raise RuntimeInputTypeError(f"cuda_graph must be True, False or None, got {type(cuda_graph).__name__}")
     if isinstance(streams, bool) or not isinstance(streams, int) or not 1 <= streams <= MAX_STREAMS:
         raise RuntimeInputTypeError(f"streams must be an int in [1, {MAX_STREAMS}], got {streams!r}")
+    if not isinstance(winograd, bool):
+        raise RuntimeInputTypeError(f"winograd must be True or False, got {type(winograd).__name__}")
     if streams > 1 and target not in GPU_TARGETS:
         raise TargetError(f"streams={streams}: several streams apply to GPU builds (CUDA, ROCm); "
                           f"the target is {target}")
@@ -230,7 +236,7 @@ def compile_model(outputs: Union[Outputs, Graph], target: str = "auto", workdir:
         from .errors import CalibrationError
         raise CalibrationError(f'calibration applies to precision="int8", not precision={precision!r}')
     opts = compile_options(target, fusion=fusion, precision=precision, arch=arch, verify=verify,
-                           dump_passes=dump_passes, allow_tf32=allow_tf32, cuda_graph=cuda_graph, profile=profile,
+                           dump_passes=dump_passes, allow_tf32=allow_tf32, winograd=winograd, cuda_graph=cuda_graph, profile=profile,
                            streams=streams, precision_policy=precision_policy, calibration=feeds,
                            calibration_method=calibration_method)
     num_ops = len(graph.ops)

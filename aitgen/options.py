@@ -29,6 +29,9 @@ class CompileOptions:
     fold_constants: bool = True
     constant_fold_max_bytes: int = 1 << 30  # a folded constant larger than this stays a computation
     allow_tf32: bool = False              # CUDA float32 GEMM/conv through TF32 tensor cores (else SIMT float32)
+    # CPU float32 3x3 stride-1 convs as Winograd F(4x4, 3x3) where the shape makes it pay
+    # (aitgen/cpu_winograd.h): about twice as fast, rounding about 1e-5 of the output's magnitude.
+    winograd: bool = True
     cuda_graph: bool = False              # CUDA: capture the run sequence as a CUDA graph (per bound dims)
     profile: bool = False                 # CUDA/ROCm: time GEMM/conv configs on the GPU first (aitgen.profiler)
     streams: int = 1                      # CUDA: independent kernels on up to this many streams (codegen/streams.py)

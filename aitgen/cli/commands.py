@@ -143,7 +143,8 @@ def cmd_compile(args) -> int:
     # progress=True: a bar on a terminal, a plain line every few seconds in a log.
     compile_model(outputs, target=args.target, workdir=args.workdir, fusion=not args.no_fusion,
                   arch=args.arch, precision=args.precision, precision_policy=args.precision_policy, progress=True,
-                  load=False, calibration=calibration, calibration_method=args.calibration_method)
+                  load=False, calibration=calibration, calibration_method=args.calibration_method,
+                  winograd=not args.no_winograd)
     meta = json.loads((Path(args.workdir) / "model.json").read_text())
     report = json.loads((Path(args.workdir) / "report.json").read_text())
     print(f"built {args.workdir}: {report['num_ops']} ops -> {report['num_kernels']} kernel calls "

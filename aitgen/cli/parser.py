@@ -81,6 +81,9 @@ def build_parser() -> argparse.ArgumentParser:
                       help="model.onnx on the CPU: QuantizeLinear/DequantizeLinear pairs around MatMul/Gemm/Conv "
                            "(onnxruntime's QDQ format) become int8 kernels where that is exact")
     comp.add_argument("--no-fusion", action="store_true", help="skip the fusion passes")
+    comp.add_argument("--no-winograd", action="store_true",
+                      help="CPU: float32 3x3 stride-1 convs direct, not as Winograd F(4x4, 3x3) (which is about "
+                           "twice as fast and rounds at about 1e-5 of the output's magnitude)")
     comp.add_argument("--config", action="append", metavar="KEY=VALUE", help=_CONFIG_HELP)
     comp.add_argument("--dim", action="append", metavar="NAME=LB:UB", help=_DIM_HELP)
     comp.set_defaults(func=cmd_compile)

@@ -276,7 +276,87 @@ std::shared_ptr<Entry> make_matmul(const MatmulConfig& cfg, const int64_t* d) {
   return e;
 }
 
-std::shared_ptr<Entry> make_conv(const ConvConfig& cfg, const int64_t* d) {
+// Winograd F(4x4, 3x3) where the configuration allows it and the shape makes it pay (measured in
+// aitgen/cpu_winograd.h: fewer than 16 tiles or 32 channels lose to the direct form); else nullptr.
+// x and out must have their channels innermost (NHWC, maybe strided otherwise), the bias dense.
+std::shared_ptr<Entry> make_winograd(const ConvConfig& cfg, const int64_t* d) {
+  const int64_t* w = d + 8;
+  const int64_t* o = w + 8;
+  if (!cfg.winograd || cfg.wei_rank != 4 || cfg.storage != Storage::f32 || cfg.convert || cfg.f32_dst || cfg.quant ||
+      cfg.transposed || !cfg.prepack)
+    return nullptr;
+  if (w[2] != 3 || w[3] != 3 || cfg.strides[0] != 1 || cfg.strides[1] != 1 || cfg.dilates[0] != 0 ||
+      cfg.dilates[1] != 0 || cfg.pad_l[0] < 0 || cfg.pad_l[1] < 0)
+    return nullptr;
+  if (d[5] != 1 || o[5] != 1 || (cfg.has_bias && o[9] != 1)) return nullptr;
+  const winograd::Tiles tl = winograd::tiles_for(winograd::F43::kTile, d[0], o[2], o[3]);
+  const int64_t c = d[1], oc = o[1], t = tl.count();
+  if (c < 32 || oc < 32 || t < 16) return nullptr;
+  auto e = std::make_shared<Entry>();
+  e->src = strided_md(4, d, d + 4, dt::f32);
+  e->wei = strided_md(4, w, w + 4, dt::f32);
+  e->dst = strided_md(4, o, o + 4, dt::f32);
+  if (cfg.has_bias) {
+    e->has_bias = true;
+    e->bias = strided_md(1, o + 8, o + 9, dt::f32);
+  }
+  using tag = dnnl::memory::format_tag;
+  const int64_t pts = winograd::F43::kPatch * winograd::F43::kPatch;
+  e->wino_v = dnnl::memory::desc({pts, t, c}, dt::f32, tag::abc);
+  e->wino_u = dnnl::memory::desc({pts, c, oc}, dt::f32, tag::abc);
+  e->wino_m = dnnl::memory::desc({pts, t, oc}, dt::f32, tag::abc);
+  const dnnl::memory::desc any({pts, c, oc}, dt::f32, tag::any);
+  dnnl::matmul::primitive_desc pd(engine(), e->wino_v, any, e->wino_m, default_attr());
+  const std::string impl = pd.impl_info_str();
+  if (impl.rfind("ref", 0) == 0) return nullptr;  // never a reference kernel: the direct form then
+  e->wino = true;
+  e->wino_tiles = tl;
+  e->wino_pad[0] = cfg.pad_l[0];
+  e->wino_pad[1] = cfg.pad_l[1];
+  e->impl = "winograd_4x3+" + impl;
+  e->wei_packed = pd.weights_desc();
+  e->scratchpad = pd.scratchpad_desc();
+  e->prim = dnnl::primitive(pd);
+  dnnl::reorder::primitive_desc rpd(engine(), e->wino_u, engine(), e->wei_packed, default_attr());
+  e->reorder_scratchpad = rpd.scratchpad_desc();
+  e->wei_reorder = dnnl::reorder(rpd);
+  record(cfg.name, "convolution", *e);
+  return e;
+}
+
+// out = conv(x, wei) + bias through the Winograd entry `e`: the input transform into scratch, the
+// matmul (its weight transformed and packed once per constants version), the output transform.
+// False, with out untouched, when the transformed input is not finite (the caller runs e.direct).
+bool run_winograd(const Entry& e, float* out, const float* x, const float* wei, const float* bias, PackStore& packs,
+                  int64_t version) {
+  const dims_t xd = e.src.get_dims(), xs = e.src.get_strides(), wd = e.wei.get_dims(), ws = e.wei.get_strides();
+  const dims_t od = e.dst.get_dims(), os = e.dst.get_strides();
+  const winograd::Tiles& tl = e.wino_tiles;
+  float* v = static_cast<float*>(scratch(kSrc, e.wino_v.get_size()));
+  float* m = static_cast<float*>(scratch(kDst, e.wino_m.get_size()));
+  const int64_t x_nhw[3] = {xs[0], xs[2], xs[3]}, o_nhw[3] = {os[0], os[2], os[3]};
+  if (!winograd::all_finite(x, x_nhw, xd[0], xd[2], xd[3], xd[1])) return false;
+  winograd::input_transform<winograd::F43>(x, x_nhw, xd[2], xd[3], xd[1], e.wino_pad[0], e.wino_pad[1], tl, v);
+  CallArgs& ca = call_args(e);
+  const size_t wei_bytes = span(e.wei) * sizeof(float);
+  ca.packed(wei, wei_bytes, version, [&] {
+    return packs.get(wei, wei_bytes, version, e.wei, e.wei_packed, [&](dnnl::memory& to) {
+      // Once per constants version, and up to 36 MB (512 x 512 channels): freed after packing,
+      // not kept in a thread's scratch.
+      std::vector<float> u(span(e.wino_u));
+      const int64_t w_strides[4] = {ws[0], ws[1], ws[2], ws[3]};
+      winograd::weight_transform<winograd::F43>(wei, w_strides, wd[0], wd[1], u.data());
+      pack(e, dnnl::memory(e.wino_u, engine(), u.data()), to);
+    });
+  });
+  ca.bind(DNNL_ARG_SRC, v, e.wino_v);
+  ca.bind(DNNL_ARG_DST, m, e.wino_m);
+  execute(e, ca);
+  winograd::output_transform<winograd::F43>(m, bias, od[2], od[3], od[1], tl, out, o_nhw);
+  return true;
+}
+
+std::shared_ptr<Entry> make_direct_conv(const ConvConfig& cfg, const int64_t* d, bool listed = true) {
   const int wr = cfg.wei_rank;
   const dt t = compute_type(cfg.storage, cfg.convert);
   const dt t_dst = cfg.out_quant ? quant_dt(cfg.out_quant) : cfg.f32_dst ? dt::f32 : t;
@@ -314,7 +394,16 @@ std::shared_ptr<Entry> make_conv(const ConvConfig& cfg, const int64_t* d) {
                           : P(engine(), prop, alg, e->src, wei, e->dst, strides, dilates, pad_l, pad_r, attr);
     });
   }
-  record(cfg.name, cfg.transposed ? "deconvolution" : cfg.quant ? "convolution_int8" : "convolution", *e);
+  if (listed) record(cfg.name, cfg.transposed ? "deconvolution" : cfg.quant ? "convolution_int8" : "convolution", *e);
+  return e;
+}
+
+std::shared_ptr<Entry> make_conv(const ConvConfig& cfg, const int64_t* d) {
+  std::shared_ptr<Entry> e = make_winograd(cfg, d);
+  if (!e) return make_direct_conv(cfg, d);
+  // For inputs with NaN or infinities; listed in ait_onednn_impls when it first runs.
+  e->direct = make_direct_conv(cfg, d, false);
+  e->name = cfg.name;
   return e;
 }
 
@@ -364,6 +453,18 @@ void dispatch(KernelState* st, bool prepack, int nkey, const Epilogue& ep, void*
   }
   std::shared_ptr<Entry> e = st->primitives.get(d, nkey, make);
   const T* src = static_cast<const T*>(p[1]) + (src_offset >= 0 ? d[src_offset] : 0);
+  if (e->wino) {  // float32 only (make_winograd)
+    if constexpr (std::is_same<T, float>::value && std::is_same<O, float>::value && !kConvert) {
+      if (run_winograd(*e, out, src, static_cast<const float*>(p[2]), bias, st->packs, d[nkey])) {
+        if (ep.loop) ep.loop(p, d);
+        return;
+      }
+      if (!e->direct_listed.exchange(true)) record(e->name, "convolution", *e->direct);
+      e = e->direct;
+    } else {
+      throw std::runtime_error("oneDNN kernel: Winograd convolution without float32 storage");
+    }
+  }
   if (e->sgemm.on) {  // float32 compute only (plan_sgemm)
     run_sgemm<T, O, kConvert>(*e, out, src, static_cast<const T*>(p[2]), bias, st->packs, d[nkey]);
     if (ep.loop) ep.loop(p, d);

@@ -80,10 +80,15 @@ def lower_conv(op: Op, ctx: LowerContext) -> list[KernelCall]:
     dims += key
     ptrs = [out, x, w] + ([bias] if bias is not None else []) + extras
     qp = quant_params(quant, ptrs)
+    # Winograd F(4x4, 3x3) (aitgen/cpu_winograd.h): the kernel decides per shape; here what must hold
+    # for every shape. float32 storage only: 16-bit storage takes oneDNN's narrow kernels.
+    winograd = bool(getattr(ctx.opts, "winograd", True) and quant is None and not transposed and a.groups == 1
+                    and tuple(a.stride) == (1, 1) and tuple(a.dilation) == (1, 1) and w.shape[1] == 3
+                    and w.shape[2] == 3 and prepack and x.dtype is DType.float32 and out.dtype is DType.float32)
     spec = KernelSpec.make(ctx.template("conv_onednn.cpp.j2"), transposed=transposed, wei_rank=len(wei[0]),
                            strides=list(a.stride), dilates=[d - 1 for d in a.dilation], padding_l=[pt, pl],
                            padding_r=pad_r, has_bias=bias is not None, prepack=prepack, nkey=len(dims),
-                           **types, **ep, **qp)
+                           winograd=winograd, **types, **ep, **qp)
     return [KernelCall(spec, ptrs, dims + ([CONSTANTS_VERSION] if prepack else []) + loop_dims,
                        op.name or op.kind.value)]
 

@@ -94,6 +94,10 @@ struct ConvConfig {
   int scales_ptr = -1;
   int out_quant = 0;      // as MatmulConfig::out_quant
   bool src_int8 = false;  // as MatmulConfig::src_int8
+  // A float32 3x3 conv of stride 1, no dilation, one group and a constant weight, built with
+  // CompileOptions.winograd: run as Winograd F(4x4, 3x3) (aitgen/cpu_winograd.h) where the run's
+  // shape makes it pay (32+ channels in and out, 16+ output tiles of 4x4), else directly.
+  bool winograd = false;
 };
 
 // Per-kernel primitive cache and prepacked weights; created on a kernel's first call, never freed

@@ -31,6 +31,7 @@
 
 #include "aitgen/cpu_convert.h"
 #include "aitgen/cpu_kernel.h"
+#include "aitgen/cpu_winograd.h"
 #include "aitgen/onednn_sgemm.h"
 
 namespace ait {
@@ -367,6 +368,18 @@ struct Entry {
   // the weight from its packed copy, the bias as C's initial value, the epilogue in the loop.
   SgemmPlan sgemm;
   int64_t bias_stride = 1;
+  // Set when a convolution runs as Winograd F(4x4, 3x3) (aitgen/cpu_winograd.h): `prim` is the
+  // batched matmul of the transformed tiles wino_v [36, T, C] by the transformed weight (wino_u
+  // [36, C, O], plain, packed into wei_packed) into wino_m [36, T, O]; src, wei, dst, bias stay the
+  // convolution's. wino_pad: padding above and left. `direct`: the direct form's entry, for a call
+  // whose input is not finite.
+  bool wino = false;
+  winograd::Tiles wino_tiles{};
+  int64_t wino_pad[2] = {0, 0};
+  dnnl::memory::desc wino_v, wino_u, wino_m;
+  std::shared_ptr<Entry> direct;
+  const char* name = "";                  // the kernel's, for listing `direct` when it first runs
+  std::atomic<bool> direct_listed{false};
   dnnl::reorder wei_reorder;  // plain -> packed, for a weight packed on every call
   dnnl::memory::desc reorder_scratchpad;
   std::string impl;           // the implementation oneDNN picked ("brg:avx512_core", "ref:any", ...)
