@@ -326,7 +326,8 @@ std::shared_ptr<Entry> make_winograd(const ConvConfig& cfg, const int64_t* d) {
 
 // out = conv(x, wei) + bias through the Winograd entry `e`: the input transform into scratch, the
 // matmul (its weight transformed and packed once per constants version), the output transform.
-// False, with out untouched, when the transformed input is not finite (the caller runs e.direct).
+// False when the result holds a NaN or an infinity (a non-finite input or weight, or an overflow):
+// the caller computes it again with e.direct, which keeps them where the direct sum puts them.
 bool run_winograd(const Entry& e, float* out, const float* x, const float* wei, const float* bias, PackStore& packs,
                   int64_t version) {
   const dims_t xd = e.src.get_dims(), xs = e.src.get_strides(), wd = e.wei.get_dims(), ws = e.wei.get_strides();
@@ -335,7 +336,6 @@ bool run_winograd(const Entry& e, float* out, const float* x, const float* wei, 
   float* v = static_cast<float*>(scratch(kSrc, e.wino_v.get_size()));
   float* m = static_cast<float*>(scratch(kDst, e.wino_m.get_size()));
   const int64_t x_nhw[3] = {xs[0], xs[2], xs[3]}, o_nhw[3] = {os[0], os[2], os[3]};
-  if (!winograd::all_finite(x, x_nhw, xd[0], xd[2], xd[3], xd[1])) return false;
   winograd::input_transform<winograd::F43>(x, x_nhw, xd[2], xd[3], xd[1], e.wino_pad[0], e.wino_pad[1], tl, v);
   CallArgs& ca = call_args(e);
   const size_t wei_bytes = span(e.wei) * sizeof(float);
@@ -353,7 +353,7 @@ bool run_winograd(const Entry& e, float* out, const float* x, const float* wei, 
   ca.bind(DNNL_ARG_DST, m, e.wino_m);
   execute(e, ca);
   winograd::output_transform<winograd::F43>(m, bias, od[2], od[3], od[1], tl, out, o_nhw);
-  return true;
+  return winograd::all_finite(out, o_nhw, od[0], od[2], od[3], od[1]);
 }
 
 std::shared_ptr<Entry> make_direct_conv(const ConvConfig& cfg, const int64_t* d, bool listed = true) {
@@ -401,7 +401,7 @@ std::shared_ptr<Entry> make_direct_conv(const ConvConfig& cfg, const int64_t* d,
 std::shared_ptr<Entry> make_conv(const ConvConfig& cfg, const int64_t* d) {
   std::shared_ptr<Entry> e = make_winograd(cfg, d);
   if (!e) return make_direct_conv(cfg, d);
-  // For inputs with NaN or infinities; listed in ait_onednn_impls when it first runs.
+  // For results with NaN or infinities; listed in ait_onednn_impls when it first runs.
   e->direct = make_direct_conv(cfg, d, false);
   e->name = cfg.name;
   return e;

@@ -73,7 +73,7 @@ def test_winograd_against_oracle(tmp_path, winograd):
 
 def test_winograd_nan_and_inf_stay_where_direct_puts_them(tmp_path):
     """The transforms would spread a NaN over its tiles and turn an infinity into NaN: a call
-    whose input is not finite runs the direct form, and the next finite call Winograd again."""
+    whose result is not finite is computed directly, and the next finite call by Winograd again."""
     s = Seeded(8)
     x = ag.Tensor([1, 16, 16, 32], name="x")
     outs = {"y": ops.conv2d(x, s.const([40, 3, 3, 32]), s.const([40]), padding=1, name="conv_w")}
@@ -93,6 +93,42 @@ def test_winograd_nan_and_inf_stay_where_direct_puts_them(tmp_path):
     check({"y": np.where(np.isfinite(want), got, 0)}, {"y": np.where(np.isfinite(want), want, 0)}, DIRECT)
     assert any(not i.startswith("winograd_4x3+") for i in _impls(model)["conv_w"])  # the direct form ran
     check(model.run(finite), ag.reference.run(outs, finite), WINO)
+
+
+def test_winograd_non_finite_weight_and_overflow(tmp_path):
+    """A NaN or infinite weight, and inputs whose transforms overflow float32 though the direct sum
+    does not: the result is checked and such a call computed directly, so both match the oracle."""
+    s = Seeded(10)
+    x = ag.Tensor([1, 16, 16, 32], name="x")
+    w = ag.constant((s.rng.standard_normal((40, 3, 3, 32)) * 0.3).astype(np.float32), name="w")
+    outs = {"y": ops.conv2d(x, w, padding=1, name="conv_nf")}
+    model = ag.compile_model(outs, target="cpu", workdir=tmp_path / "m")
+    feeds = {"x": s.rand((1, 16, 16, 32))}
+    big = {"x": feeds["x"].copy()}
+    big["x"][0, 7, 7, 5] = 3e37  # 25 x that overflows in the input transform; 3e37 x 0.3 x ... does not
+    want = ag.reference.run(outs, big)["y"]
+    assert np.isfinite(want).all()
+    got = model.run(big)["y"]
+    assert np.isfinite(got).all()
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * float(np.abs(want).max()))
+    w2 = (s.rng.standard_normal((40, 3, 3, 32)) * 0.3).astype(np.float32)
+    w2[3, 1, 1, 7] = np.nan
+    w2[11, 0, 2, 30] = np.inf
+    # Against the direct build: where an infinite weight meets the zero padding, the oracle's im2col
+    # multiplies it (NaN) and oneDNN's direct form skips it (+-inf); Winograd must give the latter.
+    direct = ag.compile_model(outs, target="cpu", workdir=tmp_path / "d", winograd=False)
+    for m in (model, direct):
+        m.set_constants({"w": w2})
+    got, want = model.run(feeds)["y"], direct.run(feeds)["y"]
+    for f in (np.isnan, np.isposinf, np.isneginf):
+        np.testing.assert_array_equal(f(got), f(want))
+    fin = np.isfinite(want)
+    assert fin[..., 0].all() and not fin[..., 3].any()  # only the two channels' outputs are not finite
+    with np.errstate(invalid="ignore"):  # inf x 0 in the oracle's GEMM
+        oracle = conv2d_nhwc(feeds["x"], w2, (1, 1), (1, 1, 1, 1), (1, 1), 1)
+    fin &= np.isfinite(oracle)  # (an infinite weight's tap in the padding: skipped, or inf x 0 = NaN)
+    check({"y": np.where(fin, got, 0)}, {"y": np.where(fin, oracle, 0)}, DIRECT)
+    assert np.isnan(got[..., 3]).all() and np.isnan(oracle[..., 3]).all()
 
 
 def test_winograd_weights_follow_set_constants(tmp_path):

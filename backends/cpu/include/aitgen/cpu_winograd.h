@@ -11,8 +11,8 @@
 // 1.6-1.7x slower at 7x7x512 (4 tiles), 0.48-0.68 at 7x7x512 with batch 8. Hence
 // make_winograd's 16 tiles and 32 channels. The rounding differs from the direct sum: about 1e-5 of
 // the output's magnitude (the transforms' coefficients up to 8, 25 for the input's), against about
-// 1e-7; CompileOptions.winograd=False keeps the direct form. An input with NaN or infinities runs
-// the direct form (all_finite).
+// 1e-7; CompileOptions.winograd=False keeps the direct form. A result with NaN or infinities is
+// computed again directly (all_finite).
 //
 // The transforms vectorise over 16 channels at a time (the innermost NHWC axis): each works on
 // [6][6][16] float arrays GCC turns into vector code, one tile and channel block per iteration.
@@ -72,10 +72,12 @@ inline Tiles tiles_for(int tile, int64_t n, int64_t ho, int64_t wo) {
   return {n, (ho + tile - 1) / tile, (wo + tile - 1) / tile};
 }
 
-// Whether every value of x (n x h x w x c, NHWC at (n, h, w) strides xs) is finite. A NaN or an
-// infinity must not go through the transforms: they would spread it over whole tiles (and turn an
-// infinity into NaN), where the direct form keeps it to the outputs whose windows hold it. (A
-// separate pass: the check inside the input transform cost it a third of its time.)
+// Whether every value of x (n x h x w x c, NHWC at (n, h, w) strides xs) is finite. Run on the
+// result: a NaN or an infinity in the input or the weight always reaches it (the transforms spread
+// one over whole tiles, a product with a transformed 0 included, and turn an infinity into NaN),
+// and so does an overflow of the transforms' larger intermediate values; the caller then computes
+// the call directly, which keeps each to the outputs whose windows hold it. (A separate pass: a
+// check inside the input transform cost it a third of its time.)
 inline bool all_finite(const float* x, const int64_t xs[3], int64_t n, int64_t h, int64_t w, int64_t c) {
   const int64_t rows = n * h * w;
   int bad = 0;
