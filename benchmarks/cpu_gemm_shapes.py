@@ -25,7 +25,6 @@ CPU's ISA flags (default benchmarks/results/cpu_gemm_shapes.json).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -34,7 +33,7 @@ from pathlib import Path
 os.environ.setdefault("OMP_NUM_THREADS", str(len(os.sched_getaffinity(0))))
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from cpu_vs_peers import cpu_isa  # noqa: E402
+from cpu_vs_peers import cpu_isa, write_json  # noqa: E402
 
 DEFAULT = "128x768x384,128x768x768,128x768x1024,128x768x1536,128x768x2304,128x768x3072,128x3072x768"
 
@@ -109,9 +108,7 @@ def main(argv=None) -> int:
               f"err {err:.1e}  {', '.join(impls)}", flush=True)
     out = {"benchmark": "cpu_gemm_shapes", "cpu_isa": cpu_isa(), "threads": os.environ.get("OMP_NUM_THREADS"),
            "rounds": args.rounds, "iters": args.iters, "layers": args.layers, "rows": rows}
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(out, indent=1))
-    print(f"wrote {args.out}")
+    write_json(args.out, out)
     return 0
 
 

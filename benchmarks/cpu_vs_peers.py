@@ -247,6 +247,13 @@ def cpu_isa() -> dict:
     return {"model_name": name, "flags": {f: f in flags for f in ISA_FLAGS}}
 
 
+def write_json(path, doc: dict) -> None:
+    """A benchmark's JSON at `path` (its folder made), and the line that says so."""
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_text(json.dumps(doc, indent=1))
+    print(f"wrote {path}")
+
+
 def _busy_seconds():
     """CPU seconds every process together has been busy, over all cores (/proc/stat); None off Linux."""
     try:

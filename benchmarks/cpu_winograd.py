@@ -16,7 +16,6 @@ each against the oracle, and the CPU's ISA flags.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -24,7 +23,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from cpu_vs_peers import cpu_isa  # noqa: E402
+from cpu_vs_peers import cpu_isa, write_json  # noqa: E402
 
 SHAPES = ("56x64", "28x128", "14x256", "7x512")  # ResNet-50's stride-1 3x3 convs (H=W, C in = C out)
 
@@ -97,9 +96,7 @@ def main(argv=None) -> int:
             m.close()
     doc = {"benchmark": "cpu_winograd", "cpu": cpu_isa(), "threads": os.environ.get("OMP_NUM_THREADS"),
            "rounds": args.rounds, "iters": args.iters, "shapes": results}
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(doc, indent=1))
-    print(f"wrote {args.out}")
+    write_json(args.out, doc)
     return 0
 
 

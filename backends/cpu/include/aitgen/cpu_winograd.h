@@ -72,6 +72,16 @@ inline Tiles tiles_for(int tile, int64_t n, int64_t ho, int64_t wo) {
   return {n, (ho + tile - 1) / tile, (wo + tile - 1) / tile};
 }
 
+// Where the transforms' iteration (tile t, channel block cb of `count` channels) works: the tile's
+// image and tile row and column, the block's first channel and width.
+struct Place {
+  int64_t n, ty, tx, c0, nc;
+};
+inline Place place(const Tiles& tl, int64_t t, int64_t cb, int64_t count) {
+  const int64_t per_image = tl.th * tl.tw, c0 = cb * kBlock;
+  return {t / per_image, t % per_image / tl.tw, t % tl.tw, c0, std::min<int64_t>(kBlock, count - c0)};
+}
+
 // Whether every value of x (n x h x w x c, NHWC at (n, h, w) strides xs) is finite. Run on the
 // result: a NaN or an infinity in the input or the weight always reaches it (the transforms spread
 // one over whole tiles, a product with a transformed 0 included, and turn an infinity into NaN),
@@ -102,12 +112,11 @@ template <typename F>
 void input_transform(const float* x, const int64_t xs[3], int64_t h, int64_t w, int64_t c, int64_t pad_t,
                      int64_t pad_l, const Tiles& tl, float* v) {
   constexpr int P = F::kPatch, B = kBlock;
-  const int64_t t_count = tl.count(), cblocks = (c + B - 1) / B, per_image = tl.th * tl.tw;
+  const int64_t t_count = tl.count(), cblocks = (c + B - 1) / B;
 #pragma omp parallel for schedule(static) collapse(2)
   for (int64_t t = 0; t < t_count; ++t) {
     for (int64_t cb = 0; cb < cblocks; ++cb) {
-      const int64_t n = t / per_image, ty = t % per_image / tl.tw, tx = t % tl.tw;
-      const int64_t c0 = cb * B, nc = std::min<int64_t>(B, c - c0);
+      const auto [n, ty, tx, c0, nc] = place(tl, t, cb, c);
       alignas(64) float d[P][P][B];
       for (int i = 0; i < P; ++i) {
         const int64_t y = ty * F::kTile + i - pad_t;
@@ -180,12 +189,11 @@ template <typename F>
 void output_transform(const float* mm, const float* bias, int64_t ho, int64_t wo, int64_t o_count, const Tiles& tl,
                       float* y, const int64_t ys[3]) {
   constexpr int P = F::kPatch, T = F::kTile, B = kBlock;
-  const int64_t t_count = tl.count(), oblocks = (o_count + B - 1) / B, per_image = tl.th * tl.tw;
+  const int64_t t_count = tl.count(), oblocks = (o_count + B - 1) / B;
 #pragma omp parallel for schedule(static) collapse(2)
   for (int64_t t = 0; t < t_count; ++t) {
     for (int64_t ob = 0; ob < oblocks; ++ob) {
-      const int64_t n = t / per_image, ty = t % per_image / tl.tw, tx = t % tl.tw;
-      const int64_t o0 = ob * B, no = std::min<int64_t>(B, o_count - o0);
+      const auto [n, ty, tx, o0, no] = place(tl, t, ob, o_count);
       alignas(64) float m[P][T][B];  // m[i] = row i of M times A
       for (int i = 0; i < P; ++i) {
         alignas(64) float s[P][B];
