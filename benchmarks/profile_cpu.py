@@ -3,6 +3,7 @@
 
     python benchmarks/profile_cpu.py bert_base                 # full size (seq 128, batch 1)
     python benchmarks/profile_cpu.py resnet50 --small --iters 5
+    python benchmarks/profile_cpu.py mobilenet_v2 --imported --top 60   # also aitgen's ONNX import
 
 aitgen: the built model's run sequence (<workdir>/obj/src/model.cpp) is rebuilt with a steady-clock
 timer around every kernel call (the kernels' objects come from the build cache) and run --iters times;
@@ -45,7 +46,7 @@ def timed_model_cpp(text: str) -> tuple[str, int]:
     return head + body, n
 
 
-def profile_aitgen(work: Path, feeds: dict, iters: int) -> dict:
+def profile_aitgen(work: Path, feeds: dict, iters: int, top: int = 20) -> dict:
     import ctypes
 
     import numpy as np
@@ -109,7 +110,7 @@ def profile_aitgen(work: Path, feeds: dict, iters: int) -> dict:
     return {"run_ms": run_ms, "kernels_ms": kernels_ms, "outside_kernels_ms": run_ms - kernels_ms,
             "by_template": {k: {"ms": v, "calls": count[k]} for k, v in by_template.most_common()},
             "by_op": dict(by_op.most_common()),
-            "top_calls": sorted(calls, key=lambda c: -c["ms"])[:20]}
+            "top_calls": sorted(calls, key=lambda c: -c["ms"])[:top]}
 
 
 def _op_family(op: str) -> str:
@@ -117,7 +118,7 @@ def _op_family(op: str) -> str:
     return re.sub(r"\d+", "N", op)
 
 
-def profile_ort(path: Path, feeds: dict, out_names: list, threads: int, iters: int) -> dict:
+def profile_ort(path: Path, feeds: dict, out_names: list, threads: int, iters: int, top: int = 20) -> dict:
     import onnxruntime as ort
 
     so = ort.SessionOptions()
@@ -140,7 +141,7 @@ def profile_ort(path: Path, feeds: dict, out_names: list, threads: int, iters: i
         by_type[e["args"]["op_name"]] += e["dur"] / 1e3 / runs
         by_node[e["name"].removesuffix("_kernel_time")] += e["dur"] / 1e3 / runs
     return {"run_ms": run_ms, "kernels_ms": sum(by_type.values()), "by_op_type": dict(by_type.most_common()),
-            "top_nodes": dict(by_node.most_common(20))}
+            "top_nodes": dict(by_node.most_common(top))}
 
 
 def main(argv=None) -> int:
@@ -151,6 +152,9 @@ def main(argv=None) -> int:
     ap.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)))
     ap.add_argument("--workdir", type=Path, default=Path("build/profile_cpu"))
     ap.add_argument("--out", type=Path, default=None, help="also write the breakdown as JSON")
+    ap.add_argument("--top", type=int, default=20, help="how many calls and nodes to list")
+    ap.add_argument("--imported", action="store_true",
+                    help="also profile aitgen's build of the ONNX export (what a user importing it gets)")
     args = ap.parse_args(argv)
     os.environ["OMP_NUM_THREADS"] = str(args.threads)  # before anything loads OpenMP
     sys.path.insert(0, str(HERE))
@@ -175,17 +179,26 @@ def main(argv=None) -> int:
     del twin
 
     res = {"model": args.model, "config": cfg, "aitgen_build": build,
-           "aitgen": profile_aitgen(work, feeds, args.iters),
-           "onnxruntime": profile_ort(onnx_path, peer_feeds, list(outputs), args.threads, args.iters)}
-    a, o = res["aitgen"], res["onnxruntime"]
-    print(f"{args.model}: aitgen {a['run_ms']:.2f} ms/run (kernels {a['kernels_ms']:.2f}, outside "
-          f"{a['outside_kernels_ms']:.2f}); onnxruntime {o['run_ms']:.2f} ms/run (nodes {o['kernels_ms']:.2f})")
-    print("\naitgen by template (ms/run, calls):")
-    for k, v in a["by_template"].items():
-        print(f"  {k:24s} {v['ms']:8.2f}  {v['calls']:4d}")
-    print("\naitgen by op (layer numbers folded to N):")
-    for k, v in list(a["by_op"].items())[:25]:
-        print(f"  {k:60s} {v:8.2f}")
+           "aitgen": profile_aitgen(work, feeds, args.iters, args.top),
+           "onnxruntime": profile_ort(onnx_path, peer_feeds, list(outputs), args.threads, args.iters, args.top)}
+    if args.imported:
+        imported = work.parent / f"{args.model}_onnx"
+        _, res["aitgen_onnx_build"], model = bench.aitgen_onnx_runner(onnx_path, peer_feeds, list(outputs), imported)
+        model.close()
+        res["aitgen_onnx"] = profile_aitgen(imported, peer_feeds, args.iters, args.top)
+    o = res["onnxruntime"]
+    for key in ("aitgen", "aitgen_onnx"):
+        if key not in res:
+            continue
+        a = res[key]
+        print(f"{args.model}: {key} {a['run_ms']:.2f} ms/run (kernels {a['kernels_ms']:.2f}, outside "
+              f"{a['outside_kernels_ms']:.2f}); onnxruntime {o['run_ms']:.2f} ms/run (nodes {o['kernels_ms']:.2f})")
+        print(f"\n{key} by template (ms/run, calls):")
+        for k, v in a["by_template"].items():
+            print(f"  {k:24s} {v['ms']:8.2f}  {v['calls']:4d}")
+        print(f"\n{key} by op (layer numbers folded to N):")
+        for k, v in list(a["by_op"].items())[:args.top]:
+            print(f"  {k:60s} {v:8.2f}")
     print("\nonnxruntime by op type (ms/run):")
     for k, v in o["by_op_type"].items():
         print(f"  {k:24s} {v:8.2f}")

@@ -182,3 +182,54 @@ def test_16bit_flat_kernels_convert_in_blocks(tmp_path, dtype):
                 np.testing.assert_allclose(g, w, rtol=tol, atol=tol, equal_nan=True, err_msg=f"{k} {size}")
             else:
                 np.testing.assert_array_equal(g, w, err_msg=f"{k} {size}")
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_16bit_strided_kernels_convert_in_blocks(tmp_path, dtype):
+    """Strided float16 kernels (broadcast operands, views, a concat slice as the output) convert each
+    row's contiguous operands and results in 512-element blocks (bfloat16 ones element by element,
+    which GCC vectorises, codegen/kernels/cpu/elementwise.py _BULK_STRIDED): rows around the block edge, an
+    operand read one value per row, a float32 operand beside 16-bit ones, an operand read across a
+    transpose (element by element), NaN and +-inf. Single ops over storage values are exact
+    against the oracle (float32 compute, one rounding); the ones over a layernorm are within the
+    storage type's tolerance (1 ulp of the layernorm's output may differ)."""
+    n = ag.IntVar("n", 1, 1100)
+    x = ag.Tensor([3, n], dtype, name="x")
+    b = ag.Tensor([n], dtype, name="b")
+    c = ag.Tensor([3, 1], dtype, name="c")
+    z = ag.Tensor([3, n], "float32", name="z")
+    y = ag.Tensor([n, 3], dtype, name="y")
+    w = ag.Tensor([3, 1024], dtype, name="w")  # static: the concat is written in place, at row strides
+    outs = {"bias": ops.add(x, b), "col": ops.mul(x, c), "mixed": ops.cast(ops.add(z, ops.cast(b, "float32")), dtype),
+            "cat": ops.neg(ops.concat([ops.sub(w, ops.slice(w, [0], [1], axes=[0])), ops.maximum(w, c)], axis=1)),
+            "trans": ops.mul(ops.permute(ops.layernorm(y), [1, 0]), b)}
+    model = ag.compile_model(outs, target="cpu", workdir=tmp_path / "m")
+    src = "\n".join(f.read_text() for f in (tmp_path / "m" / "obj" / "src").glob("k_*.cpp"))
+    if dtype == "float16":
+        assert "ait::to_f32_block(in0 + row + b" in src and "out0 + obase + b, nb)" in src
+        assert "+ (b + i) * d[" in src  # the transposed operand, element by element in the block
+    else:
+        assert "+ row + b" not in src and "+ obase + b" not in src
+    rng = np.random.default_rng(9)
+    np_dt = ag.DType[dtype].np
+    tol = 2e-3 if dtype == "float16" else 1.6e-2
+    for size in (1, 15, 511, 512, 513, 1100):
+        xv = rng.standard_normal((3, size)).astype(np_dt)
+        xv[1, size // 2] = np.nan
+        bv = rng.standard_normal(size).astype(np_dt)
+        if size > 2:
+            xv[0, size - 1], xv[2, 1], bv[size - 2] = np.inf, -np.inf, np.nan
+        feeds = {"x": xv, "b": bv, "c": np.array([[1.5], [-np.inf], [0.25]], np_dt),
+                 "z": (rng.standard_normal((3, size)) * 100).astype(np.float32),
+                 "y": rng.standard_normal((size, 3)).astype(np_dt), "w": rng.standard_normal((3, 1024)).astype(np_dt)}
+        feeds["w"][1, min(size, 1023)] = np.inf
+        got = model.run(feeds)
+        with np.errstate(invalid="ignore"):
+            want = ag.reference.run(outs, feeds)
+        for k in outs:
+            assert got[k].dtype == want[k].dtype and got[k].shape == want[k].shape, k
+            g, w = got[k].astype(np.float32), want[k].astype(np.float32)
+            if k == "trans":
+                np.testing.assert_allclose(g, w, rtol=tol, atol=tol, equal_nan=True, err_msg=f"{k} {size}")
+            else:
+                np.testing.assert_array_equal(g, w, err_msg=f"{k} {size}")

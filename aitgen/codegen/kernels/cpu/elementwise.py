@@ -31,6 +31,10 @@ _COSTLY = {OpKind.GELU, OpKind.ERF, OpKind.TANH, OpKind.SIGMOID, OpKind.SILU, Op
 # 16-bit float operands and results of a flat kernel are converted a block at a time
 # (aitgen/cpu_convert.h: F16C, or widening moves), not one element at a time in the loop.
 _BULK = (DType.float16, DType.bfloat16)
+# In strided mode only float16: a row's block costs a buffer pass per operand, which F16C's
+# conversions repay and bfloat16's (a shift, which GCC vectorises in the loop) do not: a bfloat16
+# bias add over [512, 3072] took 1.24x as long converted in blocks, float16 0.50x.
+_BULK_STRIDED = (DType.float16,)
 
 
 def expr_kernel(expr, outs, ins, views=None, out_strides=None) -> tuple[dict, list]:
@@ -78,32 +82,47 @@ def expr_kernel(expr, outs, ins, views=None, out_strides=None) -> tuple[dict, li
         if merged[i][-1] != 0 and merged[i][-1] != 1:
             inner_at[i] = len(call_dims)
             call_dims.append(merged[i][-1])
+    # Blocks of a 16-bit kernel: in flat mode element b + i is i of the block; in strided mode a
+    # row's block starts at b of the row, and an operand (or output) read contiguously along the row
+    # is converted in bulk from its row base + b (`row_at`), the others are read element by element.
     args = []
     for i, (t, kind) in enumerate(zip(ins, kinds)):
+        row_at = None
         if kind == "scalar":
-            idx_flat = idx_strided = "0"
+            idx_flat, idx_strided = "0", lambda iv: "0"
         elif kind == "full":
-            idx_flat, idx_strided = "i", "row + i"
+            idx_flat, idx_strided, row_at = "i", lambda iv: f"row + {iv}", "row"
         else:
-            k = strided.index(i)
-            inner = "" if merged[i][-1] == 0 else " + i" if i not in inner_at else f" + i * d[{inner_at[i]}]"
-            idx_flat, idx_strided = None, f"base{k}{inner}"
+            k, step = strided.index(i), merged[i][-1]
+            idx_flat = None
+            if step == 0:
+                idx_strided = lambda iv, k=k: f"base{k}"
+            elif step == 1:
+                idx_strided, row_at = (lambda iv, k=k: f"base{k} + {iv}"), f"base{k}"
+            else:
+                idx_strided = lambda iv, k=k, at=inner_at[i]: f"base{k} + {iv} * d[{at}]"
         offset_at = None
         if views[i] is not None and views[i].offset != 0:
             offset_at = len(call_dims)
             call_dims.append(views[i].offset)
-        bulk = flat and kind == "full" and t.dtype in _BULK
+        bulk = (t.dtype in _BULK and kind == "full") if flat else (t.dtype in _BULK_STRIDED and row_at is not None)
+        if flat:
+            load_block = load(t.dtype, f"in{i}", "b + i" if idx_flat == "i" else "0") if idx_flat else ""
+        else:
+            load_block = load(t.dtype, f"in{i}", idx_strided("(b + i)"))
         args.append({"t": STORAGE[t.dtype], "ct": COMPUTE[t.dtype], "offset_at": offset_at, "bulk": bulk,
-                     "load_flat": load(t.dtype, f"in{i}", idx_flat) if idx_flat else "",
-                     "load_block": f"f{i}[i]" if bulk else load(t.dtype, f"in{i}", "b + i" if idx_flat == "i" else "0")
-                     if idx_flat else "",
-                     "load_strided": load(t.dtype, f"in{i}", idx_strided)})
+                     "row_at": None if flat else row_at, "load_flat": load(t.dtype, f"in{i}", idx_flat) if idx_flat else "",
+                     "load_block": f"f{i}[i]" if bulk else load_block,
+                     "load_strided": load(t.dtype, f"in{i}", idx_strided("i"))})
     slot_dtypes = expr.slot_dtypes(in_dtypes)
+    out_row = "obase" if out_at is not None else "row"
     stores = []
     for j, (o, slot) in enumerate(zip(outs, expr.outputs)):
-        bulk = flat and o.dtype in _BULK
+        bulk = (o.dtype in _BULK) if flat else (o.dtype in _BULK_STRIDED and out_inner == "i")
+        at = "b + i" if flat else f"{out_row} + " + out_inner.replace("i", "(b + i)", 1)
         stores.append({"t": STORAGE[o.dtype], "value": store(o.dtype, f"s{slot}"), "bulk": bulk,
-                       "store_block": f"r{j}[i] = s{slot}" if bulk else f"out{j}[b + i] = {store(o.dtype, f's{slot}')}"})
+                       "row_at": None if flat else out_row,
+                       "store_block": f"r{j}[i] = s{slot}" if bulk else f"out{j}[{at}] = {store(o.dtype, f's{slot}')}"})
     for o, slot in zip(outs, expr.outputs):
         assert slot_dtypes[slot] == o.dtype, f"output dtype {o.dtype} vs expression {slot_dtypes[slot]}"
     weight = sum(8 if n.kind in _COSTLY else 1 for n in expr.nodes)
