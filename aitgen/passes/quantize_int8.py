@@ -11,7 +11,10 @@ stands here through the oracle; then each op becomes a QGEMM / QCONV2D (ops/qlin
 - requantisation fused (_requantize): where every reader of the result is an int8 op that
   quantises it the same way, or adds it to its own result as a residual, the result is stored
   int8/uint8 (a ResNet bottleneck's convs, and its output: the next block's conv1 reads it as x,
-  its conv3 as a quantised residual, extra_scales).
+  its conv3 as a quantised residual, extra_scales). A result that int8 ops only add as a residual
+  (a ResNet stage's downsample conv, whose conv3 adds it) is calibrated itself, as the readers'
+  x are, and stored with its own scale: int8 bytes instead of float32 ones, as onnxruntime's
+  QLinearConv -> QLinearAdd does.
 
 What stays float32: every op that is not a GEMM/conv with a constant weight, so softmax, layer norms,
 residual adds (computed in float32 in the epilogue after dequantisation, or as their own ops) and attention (score and context
@@ -38,7 +41,7 @@ from ..ops.fused import Epilogue, Expr, split_operands
 from ..ops.qlinear import QConv2dAttrs, QGemmAttrs, extra_scales
 from ..ops.registry import make_op1
 from ..options import CompileOptions
-from ..quant.calibrate import check_feeds, observe
+from ..quant.calibrate import ActScale, check_feeds, observe
 from ._util import new_constant
 
 
@@ -49,30 +52,54 @@ def quantize_int8(graph: Graph, opts: CompileOptions) -> Graph:
     if not ops:
         return graph
     feeds = check_feeds(opts.calibration, graph.inputs)
-    acts = list({id(op.inputs[0]): op.inputs[0] for op in ops}.values())
-    scales = observe(graph, acts, feeds, opts.calibration_method)
+    acts = {id(op.inputs[0]): op.inputs[0] for op in ops}
+    residual_only = _residual_only(graph, ops)
+    acts.update((id(op.outputs[0]), op.outputs[0]) for op in residual_only)
+    scales = observe(graph, list(acts.values()), feeds, opts.calibration_method)
     reduced = opts.caps is not None and opts.caps.int8_reduced_weights
     # before replacing: the operand a later op reads may be an earlier op's result, which changes
     per_op = [(op, scales[id(op.inputs[0])]) for op in ops]
+    # id(the int8 op's result) -> (that result, its own calibrated ActScale), for _requantize
+    own_scales: dict[int, tuple[Tensor, ActScale]] = {}
     for op, s in per_op:
         new = _quantized(op, s.scale, s.act, weight_grid(s.act, reduced))
         new.name = op.outputs[0].name
+        if op in residual_only:
+            own_scales[id(new)] = (new, scales[id(op.outputs[0])])
         graph.replace_all_uses(op.outputs[0], new)
     graph.sort()   # drops the replaced ops from their operands' readers, which _requantize counts
-    _requantize(graph)
+    _requantize(graph, own_scales)
     graph.sort()
     return graph
+
+
+def _residual_only(graph: Graph, ops: list[Op]) -> list[Op]:
+    """The eligible ops whose result every reader is an eligible op adding it as a residual (and not
+    also reading it as x), so that no reader's x scale could give it one: it gets its own."""
+    eligible = {id(op) for op in ops}
+    outs = {id(t) for t in graph.outputs.values()}
+    found = []
+    for op in ops:
+        y = op.outputs[0]
+        readers = list({id(u): u for u in y.users}.values())
+        if (id(y) not in outs and readers and _k_static(op)
+                and all(id(u) in eligible and u.inputs[0] is not y and sum(t is y for t in u.inputs) == 1
+                        and _residual_slot(u, y) is not None and tuple(u.outputs[0].shape) == tuple(y.shape)
+                        for u in readers)):
+            found.append(op)
+    return found
 
 
 _Q = (OpKind.QGEMM, OpKind.QCONV2D)
 
 
-def _requantize(graph: Graph) -> None:
+def _requantize(graph: Graph, own_scales: Optional[dict] = None) -> None:
     """An int8 op whose result every reader takes quantised stores it quantised (attrs.out_act): one
     pass over a quarter of the bytes instead of a float32 store, a load and a quantisation. Its
     readers: int8 ops quantising it as their x, all the same way (a ResNet bottleneck's 1x1 -> 3x3
     -> 1x1), and int8 ops adding it to their result in their epilogue (the next bottleneck's
-    residual: attrs.extra_scales), as long as one reader gives the scale. The producer's epilogue
+    residual: attrs.extra_scales), as long as one reader gives the scale, or `own_scales` (id(result) ->
+    (result, ActScale)) gives one to a result read only as a residual. The producer's epilogue
     may add a residual (float or quantised) and end in a ReLU into uint8 (the saturation at 0 is the
     ReLU); K must be static and > 0. Until nothing changes: a reader rebuilt with extra_scales may
     then be requantised itself."""
@@ -86,13 +113,13 @@ def _requantize(graph: Graph) -> None:
         changed = False
         for op in [o for o in graph.ops if o.kind in _Q and o.attrs.out_act is None and id(o) not in tried]:
             tried[id(op)] = op
-            if _requantize_one(graph, op, outs):
+            if _requantize_one(graph, op, outs, own_scales or {}):
                 graph.sort()
                 changed = True
                 break
 
 
-def _requantize_one(graph: Graph, op: Op, outs: set) -> bool:
+def _requantize_one(graph: Graph, op: Op, outs: set, own_scales: dict) -> bool:
     y = op.outputs[0]
     readers = list({id(u): u for u in y.users}.values())
     if id(y) in outs or not readers or not _k_static(op):
@@ -107,15 +134,22 @@ def _requantize_one(graph: Graph, op: Op, outs: set) -> bool:
             as_extra.append(u)
         else:
             return False
-    keys = {(u.attrs.act, float(u.inputs[2].value[0])) for u in as_x}
-    if len(keys) != 1:
-        return False
-    ((act, x_scale),) = keys
+    if as_x:
+        keys = {(u.attrs.act, float(u.inputs[2].value[0])) for u in as_x}
+        if len(keys) != 1:
+            return False
+        ((act, x_scale),) = keys
+        scale = as_x[0].inputs[2]   # the readers' x_scale constant: the same value, one of them
+    else:   # residual readers only: the result's own calibrated scale
+        held = own_scales.get(id(y))
+        if held is None or held[0] is not y:
+            return False
+        act, x_scale = held[1].act, float(np.float32(held[1].scale))
+        scale = new_constant(np.array([x_scale], np.float32), DType.float32, name=f"{y.name or op.name}_out_scale")
     ep = _requantized_epilogue(op.attrs.epilogue, act)
     if ep is False:
         return False
     own, extras = split_operands(op.inputs, op.attrs)
-    scale = as_x[0].inputs[2]   # the readers' x_scale constant: the same value, one of them
     attrs = dataclasses.replace(op.attrs, epilogue=ep, out_act=act)
     new = make_op1(op.kind, own + [scale] + extras, attrs, op.name)
     new.name = y.name

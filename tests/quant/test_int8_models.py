@@ -129,9 +129,15 @@ def test_small_resnet_int8(tmp_path):
     assert kinds.count("qconv2d") >= 10 and "conv2d" not in kinds
     # each bottleneck's conv1 -> conv2 -> conv3 pass uint8 (quantize_int8._requantize), and so do the
     # block outputs read only by the next stage's conv1 and downsample conv; the last one (the
-    # average pool's) stays float32
+    # average pool's) stays float32. Each stage's downsample conv, read only as its conv3's
+    # residual, is stored int8 with a scale of its own (quantize_int8._residual_only).
     requant = [op for op in g.ops if getattr(op.attrs, "out_act", None) is not None]
-    assert len(requant) == 11 and all(op.outputs[0].dtype.value == "uint8" for op in requant)
+    assert len(requant) == 15
+    assert {op.name: op.outputs[0].dtype.value for op in requant if op.outputs[0].dtype.value != "uint8"} == {
+        f"layer{i}_0_downsample_0": "int8" for i in range(1, 5)}
+    for i in range(1, 5):
+        (c3,) = [op for op in g.ops if op.name == f"layer{i}_0_conv3"]
+        assert c3.inputs[-1].dtype.value == "int8" and c3.attrs.extra_scales[-1] > 0
     assert [op.name for op in g.ops if op.name.endswith("conv3") and op.attrs.out_act is None] == ["layer4_0_conv3"]
     prims = int8_primitives(report)
     assert any(p["primitive"] == "convolution_int8" for p in prims)
@@ -156,9 +162,10 @@ def test_resnet_block_outputs_stay_uint8(tmp_path):
     assert len(conv3) == 7
     # every block output but the last (read by the average pool) is uint8 ...
     assert [op.attrs.out_act and op.attrs.out_act.value for op in conv3] == ["uint8"] * 6 + [None]
-    # ... and the conv3 of every block with an identity shortcut reads its residual quantised
+    # ... and every conv3 reads its residual quantised: uint8 from an identity shortcut (the block
+    # before's output), int8 from a stage's first block's downsample conv (its own scale)
     quantised = [op for op in conv3 if any(op.attrs.extra_scales)]
-    assert len(quantised) == 3 and all(op.inputs[-1].dtype.value == "uint8" for op in quantised)
+    assert [op.inputs[-1].dtype.value for op in quantised] == ["int8", "uint8", "uint8", "int8", "uint8", "int8", "int8"]
     srcs = [p.read_text() for p in (tmp_path / "obj" / "src").glob("k_*.cpp")]
     assert any("od::PostAlg::add" in s and ", 2}," in s and "od::PostAlg::linear" in s for s in srcs)
     assert not any(p["impl"].startswith("ref") for p in int8_primitives(report))
