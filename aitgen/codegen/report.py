@@ -61,7 +61,9 @@ def precision_summary(graph: Graph, requested: Optional[str], policy: Optional[s
             key = f"{act.short}x{op.inputs[1].dtype.short} -> {op.outputs[0].dtype.short}"
             int8[op.kind.value] = int8.get(op.kind.value, 0) + 1
         else:
-            reads = sorted({t.dtype.short for t in op.inputs if t.dtype.is_float})
+            # the float types read; an op reading none (a max pool over uint8) shows what it reads
+            reads = (sorted({t.dtype.short for t in op.inputs if t.dtype.is_float})
+                     or sorted({t.dtype.short for t in op.inputs}))
             writes = sorted({t.dtype.short for t in op.outputs})
             key = f"{'+'.join(reads) or '-'} -> {'+'.join(writes)}"
             if any(t.dtype.is_float for t in op.outputs):

@@ -124,11 +124,21 @@ def _requantize_one(graph: Graph, op: Op, outs: set, own_scales: dict) -> bool:
     readers = list({id(u): u for u in y.users}.values())
     if id(y) in outs or not readers or not _k_static(op):
         return False
+    # A max pool between the producer and int8 readers of its result (ResNet's stem: conv, relu,
+    # max pool, then layer1's conv1 and downsample) pools the quantised values instead: quantising
+    # is monotonic, so the max of the quantised window is the quantised max, bit for bit.
+    pool = None
+    if len(readers) == 1 and readers[0].kind is OpKind.MAX_POOL2D and id(readers[0].outputs[0]) not in outs:
+        pool = readers[0]
+        readers = list({id(u): u for u in pool.outputs[0].users}.values())
+        if not readers or any(u.inputs[0] is not pool.outputs[0] for u in readers):
+            return False
+    src = pool.outputs[0] if pool is not None else y
     as_x, as_extra = [], []
     for u in readers:
-        if u.kind not in _Q or getattr(u.attrs, "operand_views", None) is not None or sum(t is y for t in u.inputs) != 1:
+        if u.kind not in _Q or getattr(u.attrs, "operand_views", None) is not None or sum(t is src for t in u.inputs) != 1:
             return False
-        if u.inputs[0] is y:
+        if u.inputs[0] is src:
             as_x.append(u)
         elif _residual_slot(u, y) is not None and tuple(u.outputs[0].shape) == tuple(y.shape):
             as_extra.append(u)
@@ -154,6 +164,10 @@ def _requantize_one(graph: Graph, op: Op, outs: set, own_scales: dict) -> bool:
     new = make_op1(op.kind, own + [scale] + extras, attrs, op.name)
     new.name = y.name
     graph.replace_all_uses(y, new)
+    if pool is not None:
+        pooled = make_op1(OpKind.MAX_POOL2D, [new], pool.attrs, pool.name)
+        pooled.name = pool.outputs[0].name
+        graph.replace_all_uses(pool.outputs[0], pooled)
     for u in as_extra:   # now reading `new`: it says so in extra_scales
         slot = _residual_slot(u, new)
         scales = list(extra_scales(u.attrs, u.attrs.epilogue.num_extra))

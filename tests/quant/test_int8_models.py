@@ -130,9 +130,13 @@ def test_small_resnet_int8(tmp_path):
     # each bottleneck's conv1 -> conv2 -> conv3 pass uint8 (quantize_int8._requantize), and so do the
     # block outputs read only by the next stage's conv1 and downsample conv; the last one (the
     # average pool's) stays float32. Each stage's downsample conv, read only as its conv3's
-    # residual, is stored int8 with a scale of its own (quantize_int8._residual_only).
+    # residual, is stored int8 with a scale of its own (quantize_int8._residual_only), and the stem
+    # conv (relu) uint8, which the max pool then pools as it is, for layer1's convs to read.
     requant = [op for op in g.ops if getattr(op.attrs, "out_act", None) is not None]
-    assert len(requant) == 15
+    assert len(requant) == 16 and requant[0].name == "conv1"
+    (pool,) = [op for op in g.ops if op.kind.value == "max_pool2d"]
+    assert pool.inputs[0].producer is requant[0] and pool.outputs[0].dtype.value == "uint8"
+    assert {u.name for u in pool.outputs[0].users} == {"layer1_0_conv1", "layer1_0_downsample_0"}
     assert {op.name: op.outputs[0].dtype.value for op in requant if op.outputs[0].dtype.value != "uint8"} == {
         f"layer{i}_0_downsample_0": "int8" for i in range(1, 5)}
     for i in range(1, 5):
@@ -317,3 +321,25 @@ def test_int8_requantised_result_saturates_like_the_kernel(tmp_path, isa):
     else:
         _, out = _run_avx2_case(_SATURATION_CASE, tmp_path)
     assert out["err"] <= 1e-6 * max(out["scale"], 1.0), out
+
+
+@pytest.mark.parametrize("pool_is_output", [False, True])
+def test_int8_max_pool_of_a_requantised_conv(tmp_path, pool_is_output):
+    """conv -> relu -> max pool -> two int8 convs (ResNet's stem): the stem conv stores uint8 and the
+    pool pools the quantised values (monotonic: the same bits as quantising the float pool). Where
+    the pool's result is also a model output, the float32 path stays. Against both oracles; NaN-free
+    inputs, odd sizes and channels (37) so the pool's window edges and channel tail run."""
+    nn.manual_seed(4)
+    x = ag.Tensor([2, 19, 21, 3], name="x")
+    h = ops.max_pool2d(ops.relu(nn.Conv2d(3, 37, 3, stride=2, padding=1)(x)), 3, 2, 1)
+    a = nn.Conv2d(37, 16, 1)(h)
+    b = ops.relu(nn.Conv2d(37, 16, 3, padding=1)(h))
+    outputs = {"y": ops.add(a, b)} | ({"pooled": h} if pool_is_output else {})
+    rng = np.random.default_rng(6)
+    feeds = [feeds_for({"x": x}, rng) for _ in range(3)]
+    m, g, _ = build(tmp_path, outputs, feeds)
+    (pool,) = [op for op in g.ops if op.kind.value == "max_pool2d"]
+    assert pool.outputs[0].dtype.value == ("float32" if pool_is_output else "uint8")
+    assert pool.inputs[0].producer.kind.value == "qconv2d"
+    assert (pool.inputs[0].producer.attrs.out_act is None) == pool_is_output
+    matches_both_oracles(m, g, outputs, feeds_for({"x": x}, rng), 0.15)
