@@ -146,6 +146,20 @@ def test_importer_kinds(tmp_path, dtype, tol):
                                            equal_nan=True, **tol)
 
 
+def _exact_but(model, outs, feeds, approx, tol, size):
+    """Every output equals the oracle's bit for bit (NaN where it has NaN), but `approx`: within tol."""
+    got = model.run(feeds)
+    with np.errstate(invalid="ignore"):
+        want = ag.reference.run(outs, feeds)
+    for k in outs:
+        assert got[k].dtype == want[k].dtype and got[k].shape == want[k].shape, k
+        g, w = got[k].astype(np.float32), want[k].astype(np.float32)
+        if k == approx:
+            np.testing.assert_allclose(g, w, rtol=tol, atol=tol, equal_nan=True, err_msg=f"{k} {size}")
+        else:
+            np.testing.assert_array_equal(g, w, err_msg=f"{k} {size}")
+
+
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_16bit_flat_kernels_convert_in_blocks(tmp_path, dtype):
     """Flat 16-bit kernels convert 512-element blocks in bulk (aitgen/cpu_convert.h): sizes around
@@ -172,16 +186,7 @@ def test_16bit_flat_kernels_convert_in_blocks(tmp_path, dtype):
             xv[size - 1], xv[1] = np.inf, -np.inf
         feeds = {"x": xv, "y": rng.standard_normal(size).astype(np_dt), "s": np.array([1.5], np_dt),
                  "z": (rng.standard_normal(size) * 100).astype(np.float32)}
-        got = model.run(feeds)
-        with np.errstate(invalid="ignore"):
-            want = ag.reference.run(outs, feeds)
-        for k in outs:
-            assert got[k].dtype == want[k].dtype and got[k].shape == want[k].shape, k
-            g, w = got[k].astype(np.float32), want[k].astype(np.float32)
-            if k == "chain":
-                np.testing.assert_allclose(g, w, rtol=tol, atol=tol, equal_nan=True, err_msg=f"{k} {size}")
-            else:
-                np.testing.assert_array_equal(g, w, err_msg=f"{k} {size}")
+        _exact_but(model, outs, feeds, "chain", tol, size)
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
@@ -223,13 +228,4 @@ def test_16bit_strided_kernels_convert_in_blocks(tmp_path, dtype):
                  "z": (rng.standard_normal((3, size)) * 100).astype(np.float32),
                  "y": rng.standard_normal((size, 3)).astype(np_dt), "w": rng.standard_normal((3, 1024)).astype(np_dt)}
         feeds["w"][1, min(size, 1023)] = np.inf
-        got = model.run(feeds)
-        with np.errstate(invalid="ignore"):
-            want = ag.reference.run(outs, feeds)
-        for k in outs:
-            assert got[k].dtype == want[k].dtype and got[k].shape == want[k].shape, k
-            g, w = got[k].astype(np.float32), want[k].astype(np.float32)
-            if k == "trans":
-                np.testing.assert_allclose(g, w, rtol=tol, atol=tol, equal_nan=True, err_msg=f"{k} {size}")
-            else:
-                np.testing.assert_array_equal(g, w, err_msg=f"{k} {size}")
+        _exact_but(model, outs, feeds, "trans", tol, size)
