@@ -31,7 +31,9 @@ setup(
         "viz": ["matplotlib>=3.7"],  # `aitgen inspect DIR` draws memory.png
         "torch": ["torch==2.13.0"],  # our machines hold this CPU build on disk; a looser range pulls a multi-GB CUDA build
         "onnx": ["onnx>=1.15"],
-        "bench": ["onnxruntime>=1.17", "onnx>=1.15"],  # benchmarks/cpu_vs_peers.py (with the torch extra)
+        # benchmarks/cpu_vs_peers.py (with the torch extra); transformers and onnxscript (torch's dynamo
+        # exporter): benchmarks/cpu_hf_exports.py, models written outside this project, exported as users do
+        "bench": ["onnxruntime>=1.17", "onnx>=1.15", "transformers>=4.45", "onnxscript>=0.5"],
         # CUTLASS: headers only, pin also in 3rdparty/cutlass.txt. cuda-bindings: the runtime's
         # device memory and checks (13.x wants a CUDA 13 driver, as the nvcc 13 builds do).
         "cuda": ["nvidia-cutlass==4.2.0.0", "cuda-bindings>=12.6"],
