@@ -95,3 +95,31 @@ def test_strided_attention_cases_equal_the_oracle(tmp_path):
             tol = 2e-3 if w.dtype == np.float16 else 1e-5
             np.testing.assert_allclose(g64, w64, rtol=tol, atol=tol * max(1.0, float(np.abs(w64).max())),
                                        err_msg=k)
+
+
+def test_16bit_attention_converts_rows_in_bulk(tmp_path):
+    """float16 and bfloat16 attention convert q, k and v rows and the output rows a block at a time
+    (aitgen/cpu_convert.h; F16C for float16): head dims that are no multiple of the vector width
+    (37 for q and k, 21 for v), two key blocks (150 keys), a query block of 6 rows after 64, an
+    additive mask with -inf and causal attention, against the oracle (float16 within 2e-3 of the
+    output's magnitude, bfloat16 2e-2: the oracle computes in float32 and rounds once)."""
+    rng = np.random.default_rng(12)
+    outs, feeds = {}, {}
+    for dt in ("float16", "bfloat16"):
+        q, k = ag.Tensor([2, 3, 70, 37], dt, name=f"q_{dt}"), ag.Tensor([2, 3, 150, 37], dt, name=f"k_{dt}")
+        v, m = ag.Tensor([2, 3, 150, 21], dt, name=f"v_{dt}"), ag.Tensor([2, 1, 70, 150], dt, name=f"m_{dt}")
+        outs[f"masked_{dt}"] = ops.scaled_dot_product_attention(q, k, v, m)
+        outs[f"causal_{dt}"] = ops.scaled_dot_product_attention(q, k, v, causal=True)
+        mask = np.where(rng.random((2, 1, 70, 150)) < 0.2, -np.inf, rng.standard_normal((2, 1, 70, 150)))
+        feeds |= {f"q_{dt}": rng.standard_normal((2, 3, 70, 37)), f"k_{dt}": rng.standard_normal((2, 3, 150, 37)),
+                  f"v_{dt}": rng.standard_normal((2, 3, 150, 21)), f"m_{dt}": mask}
+        feeds = {n: a.astype(ag.DType[dt].np) if n.endswith(dt) else a for n, a in feeds.items()}
+    model = ag.compile_model(outs, target="cpu", workdir=tmp_path / "m")
+    src = "\n".join(f.read_text() for f in (tmp_path / "m" / "obj" / "src").glob("k_*.cpp") if "attention" in f.read_text())
+    assert src.count("ait::to_f32_block(kp + ") == 4 and src.count("ait::from_f32_block(") == 4  # 2 dtypes x 2 kernels
+    got, want = model.run(feeds), ag.reference.run(outs, feeds)
+    for name in outs:
+        tol = 2e-3 if "float16" in name and "bfloat16" not in name else 2e-2
+        g, w = got[name].astype(np.float32), want[name].astype(np.float32)
+        assert np.isfinite(g).all(), name
+        np.testing.assert_allclose(g, w, rtol=tol, atol=tol * np.abs(w).max(), err_msg=name)
