@@ -328,7 +328,10 @@ def test_half_storage_long_rows_and_vector_pools(tmp_path, dtype):
     wt = ag.Tensor([2500], dtype=dtype, name="wt")
     outs = {"sm": ops.softmax(x, -1), "sm_s": ops.softmax(s, -1), "ln": ops.layernorm(x, wt, wt),
             "ln_s": ops.layernorm(s), "rms": ops.rmsnorm(x, wt), "sum": ops.reduce_sum(x, -1),
-            "mean_s": ops.reduce_mean(s, -1)}
+            "mean_s": ops.reduce_mean(s, -1),
+            # a batch norm over 2500 channels (512-element blocks) and a softmax whose row comes from
+            # an element-wise prologue (a row buffer, stored in bulk)
+            "bn": ops.batchnorm(x, wt, wt, wt, ops.abs(wt)), "sm_p": ops.softmax(ops.add(ops.mul(x, 0.5), wt), -1)}
     pools = {}
     for c in (37, 70):
         p = ag.Tensor([2, 9, 11, c], dtype=dtype, name=f"p{c}")
@@ -345,6 +348,9 @@ def test_half_storage_long_rows_and_vector_pools(tmp_path, dtype):
     sv[4, 36] = np.nan
     feeds = {"x": xv, "s": sv, "wt": rand(rng, (2500,), dtype, 0.5, 1.5),
              **{f"p{c}": rand(rng, (2, 9, 11, c), dtype) for c in (37, 70)}}
+    src = "\n".join(f.read_text() for f in (tmp_path / "m" / "obj" / "src").glob("k_*.cpp"))
+    assert "ait::from_f32_block(static_cast<const float*>(buf), yr, len)" in src   # the prologue softmax
+    assert "ait::to_f32_block(xr + j0, f, nb)" in src                              # the batch norm
     got = m.run(feeds)
     ref = ag.reference.run({**outs, **pools}, feeds)
     assert np.isnan(ref["sm"][2]).all() and ref["sm"][1, 1700] == 0
