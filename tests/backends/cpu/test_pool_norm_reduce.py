@@ -331,7 +331,9 @@ def test_half_storage_long_rows_and_vector_pools(tmp_path, dtype):
             "mean_s": ops.reduce_mean(s, -1),
             # a batch norm over 2500 channels (512-element blocks) and a softmax whose row comes from
             # an element-wise prologue (a row buffer, stored in bulk)
-            "bn": ops.batchnorm(x, wt, wt, wt, ops.abs(wt)), "sm_p": ops.softmax(ops.add(ops.mul(x, 0.5), wt), -1)}
+            "bn": ops.batchnorm(x, wt, wt, wt, ops.abs(wt)), "sm_p": ops.softmax(ops.add(ops.mul(x, 0.5), wt), -1),
+            # a group norm of 4 groups over 2500 channels: rows in 1024-element blocks (narrow_blocks)
+            "gn": ops.groupnorm(ag.Tensor([2, 3, 5, 2500], dtype=dtype, name="g"), 4, wt, wt)}
     pools = {}
     for c in (37, 70):
         p = ag.Tensor([2, 9, 11, c], dtype=dtype, name=f"p{c}")
@@ -346,11 +348,12 @@ def test_half_storage_long_rows_and_vector_pools(tmp_path, dtype):
     sv[1, 5] = -np.inf
     sv[3, :] = -np.inf
     sv[4, 36] = np.nan
-    feeds = {"x": xv, "s": sv, "wt": rand(rng, (2500,), dtype, 0.5, 1.5),
+    feeds = {"x": xv, "s": sv, "wt": rand(rng, (2500,), dtype, 0.5, 1.5), "g": (rand(rng, (2, 3, 5, 2500), dtype).astype(np.float32) + np.repeat([-3.0, 1.0, 4.0, -1.0], 625)).astype(ag.DType(dtype).np),
              **{f"p{c}": rand(rng, (2, 9, 11, c), dtype) for c in (37, 70)}}
     src = "\n".join(f.read_text() for f in (tmp_path / "m" / "obj" / "src").glob("k_*.cpp"))
     assert "ait::from_f32_block(static_cast<const float*>(buf), yr, len)" in src   # the prologue softmax
     assert "ait::to_f32_block(xr + j0, f, nb)" in src                              # the batch norm
+    assert "ait::from_f32_block(static_cast<const float*>(yb), ys + c0, m)" in src   # the group norm
     got = m.run(feeds)
     ref = ag.reference.run({**outs, **pools}, feeds)
     assert np.isnan(ref["sm"][2]).all() and ref["sm"][1, 1700] == 0
