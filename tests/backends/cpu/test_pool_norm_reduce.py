@@ -333,7 +333,9 @@ def test_half_storage_long_rows_and_vector_pools(tmp_path, dtype):
             # an element-wise prologue (a row buffer, stored in bulk)
             "bn": ops.batchnorm(x, wt, wt, wt, ops.abs(wt)), "sm_p": ops.softmax(ops.add(ops.mul(x, 0.5), wt), -1),
             # a group norm of 4 groups over 2500 channels: rows in 1024-element blocks (narrow_blocks)
-            "gn": ops.groupnorm(ag.Tensor([2, 3, 5, 2500], dtype=dtype, name="g"), 4, wt, wt)}
+            "gn": ops.groupnorm(ag.Tensor([2, 3, 5, 2500], dtype=dtype, name="g"), 4, wt, wt),
+            # a softmax over the outer axis: 2500 columns in blocks of 128, the -inf and NaN columns too
+            "sm_0": ops.softmax(x, 0)}
     pools = {}
     for c in (37, 70):
         p = ag.Tensor([2, 9, 11, c], dtype=dtype, name=f"p{c}")
@@ -354,6 +356,7 @@ def test_half_storage_long_rows_and_vector_pools(tmp_path, dtype):
     assert "ait::from_f32_block(static_cast<const float*>(buf), yr, len)" in src   # the prologue softmax
     assert "ait::to_f32_block(xr + j0, f, nb)" in src                              # the batch norm
     assert "ait::from_f32_block(static_cast<const float*>(yb), ys + c0, m)" in src   # the group norm
+    assert "ait::from_f32_block(static_cast<const float*>(yf), yo + a * inner, nb)" in src  # softmax, axis 0
     got = m.run(feeds)
     ref = ag.reference.run({**outs, **pools}, feeds)
     assert np.isnan(ref["sm"][2]).all() and ref["sm"][1, 1700] == 0
