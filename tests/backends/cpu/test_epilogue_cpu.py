@@ -231,3 +231,24 @@ def test_fused_and_unfused_builds_agree_with_fewer_kernels(tmp_path):
     check(got[True], got[False])
     check(got[True], ag.reference.run(outputs, feeds))
     assert kernels[True] < kernels[False]
+
+
+def test_float16_epilogue_loop_converts_rows_in_bulk(tmp_path):
+    """A float16 GEMM's and conv's loop epilogue (GELU erf, left to the loop; a residual; a value per
+    row, which oneDNN's fast kernels lack) reads and writes the output 512 elements at a time through
+    F16C: 1100 columns cross two block edges. Against the oracle, float16's tolerance."""
+    m = ag.IntVar("m", 1, 7)
+    x = ag.Tensor([m, 64], "float16", name="x")
+    r = ag.Tensor([m, 1100], "float16", name="r")
+    row = ag.Tensor([m, 1], "float16", name="row")
+    img = ag.Tensor([1, 5, 6, 16], "float16", name="img")
+    w, b = const((64, 1100), "float16", 0.1), const((1100,), "float16")
+    outs = {"gelu": ops.gelu(ops.gemm(x, w, b)), "res": ops.add(ops.gemm(x, w), r) * row,
+            "conv": ops.gelu(ops.conv2d(img, const((1100, 3, 3, 16), "float16", 0.1), padding=1))}
+    model = ag.compile_model(outs, target="cpu", workdir=tmp_path / "m")
+    src = "\n".join(f.read_text() for f in (tmp_path / "m" / "obj" / "src").glob("k_*.cpp"))
+    assert src.count("ait::to_f32_block(orow + c0, f, nb)") >= 3, "every float16 epilogue loop converts in bulk"
+    for n in (1, 7):
+        feeds = {"x": rand((n, 64), "float16"), "r": rand((n, 1100), "float16"), "row": rand((n, 1), "float16"),
+                 "img": rand((1, 5, 6, 16), "float16")}
+        check(model.run(feeds), ag.reference.run(outs, feeds), TOL["float16"])

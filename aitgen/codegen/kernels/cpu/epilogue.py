@@ -197,7 +197,10 @@ def plan(op: Op, out: Tensor, extras: list[Tensor], *, first_ptr: int, key_offse
     out_slot = ep.expr.outputs[0]
     params = dict(functions=cpp["functions"], statements=cpp["statements"], rank=len(shape), dims_at=loop_at,
                   args=args, acc=load(out.dtype, "orow", "i"), acc_t=COMPUTE[out.dtype], out_t=STORAGE[out.dtype],
-                  store=store(out.dtype, f"s{out_slot}"),
+                  store=store(out.dtype, f"s{out_slot}"), value=f"s{out_slot}",
+                  # float16 rows a block at a time through F16C (cpu_convert.h), not per element;
+                  # bfloat16's per-element form (a shift) already vectorises, as in elementwise.py
+                  blocked=out.dtype is DType.float16,
                   out_strided=out_strides is not None, loop=not requant)
     return dict(epilogue=params, post_ops=post, post_rank=rank), key, loop_dims
 
