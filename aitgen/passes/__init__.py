@@ -34,6 +34,7 @@ from .quantize_int8 import quantize_int8
 from .remove_no_ops import remove_no_ops
 from .remove_unused import remove_unused
 from .sink_permutes import sink_permutes
+from .square_pow import square_pow
 from .sink_reshapes import sink_reshapes
 from .runner import PassFn, PassRecord, PipelineRun, run_passes as _run
 from .toposort import toposort
@@ -77,6 +78,9 @@ PIPELINE: list[PassFn] = [
     # After constant_folding: folding turns constant expressions into the ones and zeros that
     # x*1 and x+0 are recognised by.
     remove_no_ops,
+    # After remove_no_ops (x ** 1 is gone) and before dedup (two squares of one tensor then merge).
+    # After match_norms and match_gelu, which take pow or product forms alike.
+    square_pow,
     # After constant_folding and remove_no_ops: both turn different expressions into the same
     # operands (two folded copies of one constant, x*1 next to x), which only then merge.
     dedup,
@@ -160,6 +164,6 @@ def optimize(outputs_or_graph: "Outputs | Graph", opts: Optional[CompileOptions]
 __all__ = ["PIPELINE", "PassFn", "PassRecord", "PipelineRun", "run_pipeline", "run_passes", "optimize", "toposort",
            "remove_unused", "constant_folding", "fold_batchnorm", "fold_gemm_bias", "convert_precision", "remove_no_ops",
            "dedup", "fuse_attention", "fuse_parallel_gemms", "fuse_memory_ops", "gather_to_slice", "match_gelu",
-           "match_norms", "merge_view_chains", "pad_conv_channels", "patchify_conv", "sink_permutes", "sink_reshapes",
+           "match_norms", "merge_view_chains", "square_pow", "pad_conv_channels", "patchify_conv", "sink_permutes", "sink_reshapes",
            "fuse_conv_elementwise", "fuse_mm_elementwise", "fuse_elementwise", "fuse_norm_elementwise", "group_ops",
            "name_graph", "quantize_int8"]

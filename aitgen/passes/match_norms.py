@@ -14,8 +14,8 @@ RMS norm (T5, LLaMA) has no ONNX op below opset 23 at all. Matched:
 
 with eps a scalar constant >= 0, and w, b either constants that broadcast over the normalised
 dims only (stored at the norm's [*dims] shape) or tensors of exactly that shape (after leading
-1s). x and the result may have other readers; every other intermediate only its reader here,
-d exactly the two above, and none may be a graph output.
+1s). x and the result may have other readers (for RMS norm d is x); every other intermediate only
+its reader here, a layer norm's d exactly the two above, and none may be a graph output.
 
 Not bit-identical in general: the norm kernel accumulates the mean and variance in its own order.
 The oracle evaluates both in numpy and agrees to float32 rounding (tested at rtol 1e-5).
@@ -145,14 +145,16 @@ def _match(op: Op, outs: set[int]) -> Optional[tuple[Tensor, Tensor]]:
         (sp.kind is OpKind.MUL and sp.inputs[0] is d and sp.inputs[1] is d)
         or (sp.kind is OpKind.POW and sp.inputs[0] is d and _scalar(sp.inputs[1]) == 2.0))
     n = op.outputs[0]
-    if not square or id(d) in outs or len(_readers(d)) != 2 or tuple(d.shape) != tuple(n.shape):
+    if not square or tuple(d.shape) != tuple(n.shape):
         return None  # (d / s with s growing the result is no norm)
     x, layer = d, False
     dp = d.producer
-    if dp is not None and dp.kind is OpKind.SUB:
+    if dp is not None and dp.kind is OpKind.SUB and id(d) not in outs and len(_readers(d)) == 2:
         centred = _trailing_mean(dp.inputs[1], outs, dp)
         if centred is not None and centred[0] is dp.inputs[0] and centred[1] == k:
             x, layer = dp.inputs[0], True
+    # RMS norm: d is x itself, which may have other readers (LLaMA's residual stream feeds the norm
+    # and the next residual add); a layer norm's d = x - mean must feed the square and the scale only.
     if not x.dtype.is_float or x.dtype is DType.float64:  # float64 norms stay decomposed (ops/float64.py)
         return None
     out, weight, bias = n, None, None

@@ -81,6 +81,21 @@ def test_rmsnorm():
     assert kinds(g) == ["rmsnorm"] and len(g.ops[0].inputs) == 2
 
 
+@pytest.mark.parametrize("x_is_output", [False, True])
+def test_rmsnorm_of_a_residual_stream_read_elsewhere(x_is_output):
+    """LLaMA/T5 as exported: h = a + b feeds the norm's square and scale and the next residual add
+    (and may be a graph output); the norm is matched, h is computed once and read by both."""
+    a, b, r = Tensor([2, 3, E], name="a"), Tensor([2, 3, E], name="b"), Tensor([2, 3, E], name="r")
+    h = a + b
+    v = ops.reduce_mean(ops.pow(h, 2.0), axes=[-1], keepdims=True)
+    n = h * ops.reciprocal(ops.sqrt(v + ag.constant(np.float32(1e-6))))
+    y = _c(E) * n
+    g = _run(y, z=h + r, **({"h": h} if x_is_output else {}))
+    assert sorted(kinds(g)) == ["add", "add", "rmsnorm"]
+    (norm,) = [op for op in g.ops if op.kind.value == "rmsnorm"]
+    assert norm.inputs[0].producer.kind.value == "add" and len(norm.inputs) == 2
+
+
 @pytest.mark.parametrize("case", ["mean_over_middle", "mean_axes_differ", "d_read_elsewhere", "tensor_eps",
                                   "cube", "per_row_weight"])
 def test_look_alikes_stay(case):
@@ -94,10 +109,11 @@ def test_look_alikes_stay(case):
         y = d / ops.sqrt(ops.reduce_mean(d * d, axes=[2], keepdims=True) + ag.constant(np.float32(1e-5)))
         assert kinds(_run(y)) == ["reduce_mean", "sub", "rmsnorm"]
         return
-    elif case == "d_read_elsewhere":
+    elif case == "d_read_elsewhere":  # d = x - mean is computed anyway: an RMS norm of d (exact too)
         d = x - ops.reduce_mean(x, axes=[-1], keepdims=True)
         y = d / ops.sqrt(ops.reduce_mean(d * d, axes=[-1], keepdims=True) + ag.constant(np.float32(1e-5)))
-        extra["d"] = d
+        assert kinds(_run(y, d=d)) == ["reduce_mean", "sub", "rmsnorm"]
+        return
     elif case == "tensor_eps":
         d = x - ops.reduce_mean(x, axes=[-1], keepdims=True)
         y = d / ops.sqrt(ops.reduce_mean(d * d, axes=[-1], keepdims=True) + ag.constant(RNG.uniform(1e-5, 1e-3, size=(2, 5, 1)).astype(np.float32)))
