@@ -15,6 +15,12 @@ so the pair disappears and the convs read each other's NHWC results directly; co
 then a conv with its epilogue. A layout permute that moves only size-1 dims ([N, 1, 1, C] ->
 [N, C, 1, 1] after a global pool) moves no data: it becomes a reshape (a view).
 
+A reduction sinks too: reduce(permute(x, p), axes) = permute(reduce(x, p[axes]), p) with keepdims
+(without, the kept dims are permuted back, or not at all when their order is the same): a squeeze-
+excite block's global average pool then reads the conv's NHWC result in place, where it first
+transposed the whole activation to NCHW. Not bit-identical: the reduction kernel may add the same
+elements in another order in the other layout (tested at rtol 1e-5).
+
 Only layout permutes sink: those that move the channel dim between position 1 and the end
 (NCHW <-> NHWC and their 3-D / 5-D kin). Other permutes (attention's head transposes, a matrix
 transpose before a GEMM) are where their author put them for a reason: later passes fold them
@@ -22,10 +28,11 @@ into strided reads, and fuse_attention matches them as written.
 
 Runs after constant_folding (the importer's permuted constant weights are constants by then) and
 before fold_batchnorm (conv -> permute -> permute -> batchnorm must be conv -> batchnorm for the
-fold) and the epilogue fusions. Exact: the same element-wise math on the same values.
+fold) and the epilogue fusions. Element-wise sinking is exact: the same math on the same values.
 """
 from __future__ import annotations
 
+import dataclasses
 from typing import Optional
 
 import numpy as np
@@ -50,6 +57,8 @@ def sink_permutes(graph: Graph, opts: CompileOptions) -> Graph:
         for u in list(y.users):
             if u.kind is OpKind.PERMUTE:
                 made = _compose(graph, p, u, outs)
+            elif u.kind in _REDUCES:
+                made = _sink_reduce(graph, u, p)
             else:
                 made = _sink_through(graph, u, p)
             if made is not None:
@@ -113,17 +122,19 @@ def _elementwise(op: Op) -> bool:
 
 def _sink_through(graph: Graph, u: Op, p: Op) -> Optional[list[Op]]:
     """u, reading p's result, rewritten to run before the permute; the new permutes after it."""
-    y, perm = p.outputs[0], _perm(p)
+    perm = _perm(p)
     r = len(perm)
-    if not _elementwise(u) or any(tuple(o.shape) != tuple(y.shape) for o in u.outputs):
-        return None  # (an operand broadcast to a larger result would need its own permute)
+    # Operands may broadcast (a squeeze-excite scale [N, C, 1, 1] times [N, C, H, W]): both are
+    # permutes by the same perm, so their dims stay aligned, and the result is permuted back.
+    if not _elementwise(u) or any(o.ndim != r for o in u.outputs):
+        return None  # (a result of another rank cannot be permuted back by perm)
     inverse = tuple(int(i) for i in np.argsort(perm))
     inputs: list[Tensor] = []
     for t in u.inputs:
         src = t.producer
         if src is not None and src.kind is OpKind.PERMUTE and _perm(src) == perm:
             inputs.append(src.inputs[0])
-        elif all(d == 1 for d in t.shape):
+        elif all(d == 1 for d in t.shape) and t.ndim <= r:
             inputs.append(t)  # a broadcast scalar reads the same in any layout
         elif t.is_constant and t.ndim <= r:
             v = np.asarray(t.value).reshape((1,) * (r - t.ndim) + tuple(np.shape(t.value)))
@@ -142,6 +153,37 @@ def _sink_through(graph: Graph, u: Op, p: Op) -> Optional[list[Op]]:
         made.append(back.producer)
     for t in u.inputs:  # u is dead: readers must not list it (graph.sort drops it)
         t.users = [x for x in t.users if x is not u]
+    return made
+
+
+_REDUCES = (OpKind.REDUCE_SUM, OpKind.REDUCE_MEAN, OpKind.REDUCE_MAX, OpKind.REDUCE_MIN, OpKind.REDUCE_VAR,
+            OpKind.REDUCE_PROD)
+
+
+def _sink_reduce(graph: Graph, u: Op, p: Op) -> Optional[list[Op]]:
+    """reduce(permute(x, p), axes) as reduce(x, p[axes]) and a permute of the (smaller) result: the
+    kept dims in the permuted order (with keepdims, p itself, which sinks on or is a view)."""
+    x, perm = p.inputs[0], _perm(p)
+    axes = tuple(sorted(perm[a] for a in u.attrs.axes))
+    try:
+        new = make_op1(u.kind, [x], dataclasses.replace(u.attrs, axes=axes), u.name)
+    except AitgenError:
+        return None
+    old = u.outputs[0]
+    if u.attrs.keepdims:
+        back = perm
+    else:  # the kept dims of x, in x's order, read back in the order the permute had put them
+        kept = sorted(perm[i] for i in range(len(perm)) if i not in u.attrs.axes)
+        back = tuple(kept.index(perm[i]) for i in range(len(perm)) if i not in u.attrs.axes)
+    made = []
+    if back != tuple(range(len(back))):
+        new = make_op1(OpKind.PERMUTE, [new], PermuteAttrs(back), u.name and u.name + "_permute")
+        if _layout(back):
+            made.append(new.producer)
+    new.name = old.name
+    graph.replace_all_uses(old, new)
+    y = p.outputs[0]
+    y.users = [op for op in y.users if op is not u]  # u is dead: y's readers must not list it
     return made
 
 

@@ -6,6 +6,7 @@ the oracle; the pipeline around it is held to check_pass's usual tolerance.
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 
 import aitgen as ag
@@ -84,3 +85,39 @@ def test_zoo_exact():
 @given(graph=random_graphs(max_steps=14))
 def test_random_graphs(graph):
     check_pass(sink_permutes, graph, exact=True)
+
+
+def _squeeze_excite(x, c):
+    """An imported SE block: conv (NHWC inside permutes), global mean in NCHW, 1x1 convs, scale."""
+    a = _conv_nchw(x, c, c)
+    s = ops.reduce_mean(a, axes=[2, 3], keepdims=True)                  # [N, C, 1, 1]
+    s = ops.permute(ops.conv2d(ops.permute(s, NHWC), _c(c, 1, 1, c)), NCHW)
+    return a * ops.sigmoid(s)
+
+
+def test_squeeze_excite_pools_the_nhwc_conv_result_in_place():
+    x = Tensor([1, 4, 6, 6], name="x")
+    y = _squeeze_excite(x, 4)
+    g = check_pass(sink_permutes, Graph.from_outputs({"y": _conv_nchw(y, 4, 4)}), exact=False)
+    means = [op for op in g.ops if op.kind is OpKind.REDUCE_MEAN]
+    assert len(means) == 1 and means[0].attrs.axes == (1, 2) and means[0].inputs[0].producer.kind is OpKind.CONV2D
+    perms = [op for op in g.ops if op.kind is OpKind.PERMUTE]
+    assert len(perms) == 2 and perms[0].inputs[0].name == "x" and g.outputs["y"].producer is perms[1]  # the model's NCHW ends
+    mul = next(op for op in g.ops if op.kind is OpKind.MUL)
+    assert {t.producer.kind for t in mul.inputs} == {OpKind.CONV2D, OpKind.SIGMOID}  # the scale reads NHWC too
+    full = check_pass(lambda g, o: run_pipeline(g, o), Graph.from_outputs({"y": _conv_nchw(y, 4, 4)}), exact=False)
+    assert [op.kind for op in full.ops].count(OpKind.PERMUTE) == 2  # the model's own NCHW input and output
+
+
+@pytest.mark.parametrize("kind, axes, keepdims", [
+    ("reduce_sum", [1], False), ("reduce_max", [2, 3], False), ("reduce_var", [1, 3], True),
+    ("reduce_min", [3], False), ("reduce_prod", [0, 1], False), ("reduce_mean", [1, 2], False)])
+def test_reductions_over_any_axes(kind, axes, keepdims):
+    """The result keeps the permuted layout's dim order, with or without a permute after it."""
+    x = Tensor([2, 4, 3, 5], name="x")
+    a = _conv_nchw(x, 4, 4)
+    y = getattr(ops, kind)(a, axes=axes, keepdims=keepdims)
+    g = check_pass(sink_permutes, Graph.from_outputs({"y": y}), exact=False)
+    red = next(op for op in g.ops if op.kind.value == kind)
+    assert red.inputs[0].producer.kind is OpKind.CONV2D
+    assert tuple(g.outputs["y"].shape) == tuple(y.shape)

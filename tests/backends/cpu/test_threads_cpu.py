@@ -128,3 +128,24 @@ def test_gpu_models_refuse_a_thread_count(tmp_path):
     with ag.Model.load(work, mock_device=True) as m:
         with pytest.raises(AitgenError, match="num_threads applies to CPU models"):
             m.set_num_threads(1)
+
+
+@pytest.mark.parametrize("kind", ["mean", "sum", "max", "var"])
+def test_column_reductions_split_their_channels_across_threads_with_the_same_bits(tmp_path, kind):
+    """A global pool over [N, H, W, C] (squeeze-excite, after sink_permutes) reduces rows with the
+    channels as vector lanes; with fewer channel blocks than threads the blocks narrow so every thread
+    works. Each output sums the same rows in the same order at any width: the bits match 1 thread's."""
+    x = ag.Tensor([1, 40, 30, 200], name="x")
+    y = getattr(ops, f"reduce_{kind}")(x, axes=[1, 2], keepdims=True)
+    outs = {"y": y}
+    ag.compile_model(outs, target="cpu", workdir=tmp_path / "w")
+    feeds = {"x": S.rand((1, 40, 30, 200))}
+    want = ag.reference.run(outs, feeds)
+    got = {}
+    with ag.Model.load(tmp_path / "w") as m:
+        for n in (1, 2, 5):
+            m.set_num_threads(n)
+            got[n] = m.run(feeds)["y"]
+    check({"y": got[1]}, want, TOL)
+    np.testing.assert_array_equal(got[2], got[1])
+    np.testing.assert_array_equal(got[5], got[1])
