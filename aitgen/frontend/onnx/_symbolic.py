@@ -61,6 +61,10 @@ def _gather(ctx, x):
 
 def _slice(ctx, x, *_):
     if ctx.opset >= 10:
+        if any(_has_dynamic_dim(ctx.value(j)) for j in range(1, min(ctx.num_inputs, 5))):
+            # A length only the run knows (BERT's position_ids[:, :seq] with seq dynamic): not shape
+            # arithmetic; the Slice converter cuts the tensor with that Dim as its end.
+            raise _NotFoldable
         starts, ends = ctx.ints(1, "starts"), ctx.ints(2, "ends")
         axes, steps = ctx.ints(3, "axes"), ctx.ints(4, "steps")
     else:
@@ -71,6 +75,11 @@ def _slice(ctx, x, *_):
     for a, s, e, st in zip(axes, starts, ends, steps):
         idx[a % x.ndim] = slice(s, e, st)  # Python's clamping is ONNX's
     return x[tuple(idx)]
+
+
+def _has_dynamic_dim(v) -> bool:
+    return isinstance(v, np.ndarray) and v.dtype == object and any(
+        isinstance(d, Dim) and not d.is_static for d in v.reshape(-1))
 
 
 def _concat(ctx, *xs):

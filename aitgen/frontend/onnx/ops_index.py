@@ -46,11 +46,17 @@ def _wrap(idx: Tensor, n) -> Tensor:
 def _gather_elements(ctx: NodeContext):
     # out[i..] = x[i.. with i_axis replaced by idx[i..]]: one gather from the flattened data at
     # linear index base[i..] + idx[i..] * stride_axis, with base a constant of the static shapes.
+    # base does not vary along the axis, so the indices may have a dynamic length there (BERT's
+    # token types gathered at position_ids[:, :seq] in a dynamic-seq export): base broadcasts.
     x, idx = ctx.input(0), ctx.input(1)
-    xs, ish = _static_shape(ctx, x, "GatherElements data"), _static_shape(ctx, idx, "GatherElements indices")
-    if len(xs) != len(ish):
-        raise ctx.malformed(f"data rank {len(xs)} and indices rank {len(ish)} differ")
+    xs = _static_shape(ctx, x, "GatherElements data")
+    if len(xs) != idx.ndim:
+        raise ctx.malformed(f"data rank {len(xs)} and indices rank {idx.ndim} differ")
     axis = _norm(ctx, ctx.attr("axis", 0), len(xs))
+    if not all(d.is_static for j, d in enumerate(idx.shape) if j != axis):
+        raise ctx.unsupported(f"GatherElements indices with dynamic dims {[str(d) for d in idx.shape]} "
+                              f"other than the gathered axis {axis}")
+    ish = [1 if j == axis else d.value for j, d in enumerate(idx.shape)]
     strides = np.cumprod([1] + xs[::-1][:-1])[::-1]
     grid = np.indices(ish, dtype=np.int64)
     grid[axis] = 0
@@ -63,6 +69,9 @@ def _gather_elements(ctx: NodeContext):
 def _gather_nd(ctx: NodeContext):
     x, idx = ctx.input(0), ctx.input(1)
     b = ctx.attr("batch_dims", 0)
+    if b == 0 and idx.ndim >= 1 and idx.shape[-1].is_static \
+            and not all(d.is_static for d in list(x.shape) + list(idx.shape)):
+        return _gather_nd_dynamic(ctx, x, idx)
     xs, ish = _static_shape(ctx, x, "GatherND data"), _static_shape(ctx, idx, "GatherND indices")
     k = ish[-1]
     if b + k > len(xs):
@@ -83,6 +92,39 @@ def _gather_nd(ctx: NodeContext):
         batch_base = (np.arange(bsize, dtype=np.int64) * nk).reshape(xs[:b] + [1] * (len(ish) - 1 - b))
         lin = ops.add(lin, constant(batch_base.astype(idx.dtype.np)))
     rows = ops.reshape(x, [bsize * nk] + inner)
+    return ops.gather(rows, lin, 0)
+
+
+def _dim_value(d: Dim) -> Tensor:
+    """A dim's size as an int64 scalar tensor: for a dynamic d, the sum of a table of ones cut to d
+    at run time (d is bounded, so the table is)."""
+    if d.is_static:
+        return constant(np.int64(d.value))
+    return ops.reduce_sum(ops.slice(constant(np.ones(d.upper, np.int64)), [0], [d], [0]), axes=[0])
+
+
+def _gather_nd_dynamic(ctx: NodeContext, x: Tensor, idx: Tensor) -> Tensor:
+    """GatherND without batch dims over dynamic shapes (transformers' vmapped mask functions gather
+    attention_mask[batch_idx, kv_idx] over [batch, seq]): the same linear index as the static path,
+    with the strides of dynamic dims computed as int64 scalars in the graph."""
+    k = idx.shape[-1].value
+    if k == 0:
+        raise ctx.unsupported("GatherND with index depth 0 over dynamic shapes")
+    if k > x.ndim:
+        raise ctx.malformed(f"index depth {k} exceeds data rank {x.ndim}")
+    if idx.dtype not in (DType.int32, DType.int64):
+        raise ctx.malformed(f"indices must be int32 or int64, got {idx.dtype}")
+    lead = list(idx.shape[:-1])
+    ind = ops.cast(idx, DType.int64) if idx.dtype is not DType.int64 else idx
+    lin, stride = None, None
+    for j in reversed(range(k)):  # stride of indexed dim j: the product of the indexed dims after it
+        n = _dim_value(x.shape[j])
+        part = ops.reshape(ops.slice(ind, [j], [j + 1], [idx.ndim - 1]), lead)
+        term = _wrap(part, n)
+        term = term if stride is None else ops.mul(term, stride)
+        lin = term if lin is None else ops.add(lin, term)
+        stride = n if stride is None else ops.mul(stride, n)
+    rows = ops.reshape(x, [prod(list(x.shape[:k]))] + list(x.shape[k:]))
     return ops.gather(rows, lin, 0)
 
 

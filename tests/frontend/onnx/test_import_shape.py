@@ -353,3 +353,49 @@ def test_wrap_pad_matches_numpy_reference_and_onnxruntime(tmp_path):
           case("wrap_axes", "Pad", [In("x", x.astype(np.int32)), In("p", np.array([2, 1, 3, 0], i64), True), None,
                                     In("a", np.array([2, 0], i64), True)], {"mode": "wrap"}, opset=19)]
     check_cases_ref(cs, tmp_path / "wrap", dict(rtol=0.0, atol=0.0))
+
+
+def _nd_index(lead, dims, seed):
+    """GatherND indices of depth len(dims), each column in [-d, d) (negative ones count from the end)."""
+    rng = np.random.default_rng(seed)
+    return np.stack([rng.integers(-d, d, lead) for d in dims], axis=-1).astype(I64)
+
+
+def test_gathers_over_dynamic_dims(tmp_path):
+    """What transformers' dynamic-shape exports write: GatherElements whose indices have a run-time
+    length along the gathered axis (BERT's token types at position_ids[:, :seq]) and GatherND over
+    a [batch, seq] tensor with run-time sizes (the vmapped mask function's attention_mask[b, s])."""
+    x3 = rand((4, 6, 5), seed=1)
+    cs = [
+        case("gather_elements_dyn", "GatherElements", [In("x", x3), In("i", ints((4, 2, 5), -6, 6), dims=[4, "n", 5])],
+             {"axis": 1}, dim_bounds={"n": (1, 8)}, sizes=[{"i": ints((4, 7, 5), -6, 6, seed=2)}]),
+        case("gather_elements_dyn_const_data", "GatherElements",
+             [In("x", x3, True), In("i", ints((4, 3, 5), 0, 6, seed=3), dims=[4, "n", 5])], {"axis": 1},
+             dim_bounds={"n": (1, 8)}, sizes=[{"i": ints((4, 1, 5), 0, 6, seed=4)}]),
+        case("gather_nd_dyn", "GatherND", [In("x", rand((3, 4, 5), seed=5), dims=["b", "s", 5]),
+                                           In("i", _nd_index((2, 3), (3, 4), 6), dims=["m", 3, 2])],
+             dim_bounds={"b": (1, 8), "s": (1, 8), "m": (1, 6)},
+             sizes=[{"x": rand((5, 6, 5), seed=7), "i": _nd_index((4, 3), (5, 6), 8)}]),
+        case("gather_nd_dyn_elements", "GatherND", [In("x", rand((3, 4), seed=9), dims=["b", "s"]),
+                                                    In("i", _nd_index((2, 5), (3, 4), 10), dims=["m", 5, 2])],
+             dim_bounds={"b": (1, 8), "s": (1, 8), "m": (1, 6)},
+             sizes=[{"x": rand((7, 2), seed=11), "i": _nd_index((1, 5), (7, 2), 12)}]),
+    ]
+    check_cases(cs, tmp_path / "m")
+
+
+def test_slice_of_a_table_to_a_dynamic_length_runs_at_two_sizes(tmp_path):
+    """position_ids[:, :seq] with seq = Shape(mask)[1] (a transformers export with a dynamic seq):
+    the end is a dim only the run knows, so the slice is cut at run time, not folded at import."""
+    table = np.arange(32, dtype=I64).reshape(1, 32) * 3
+    nodes = [helper.make_node("Shape", ["mask"], ["n"], start=1, end=2),
+             helper.make_node("Slice", ["table", "zero", "n", "one", "one"], ["pos"]),
+             helper.make_node("Add", ["pos", "mask"], ["y"])]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("mask", TensorProto.INT64, [1, "seq"])],
+                          [helper.make_empty_tensor_value_info("y")],
+                          [numpy_helper.from_array(table, "table"), numpy_helper.from_array(c64([0]), "zero"),
+                           numpy_helper.from_array(c64([1]), "one")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = min(m.ir_version, 10)
+    c = Case("slice_dyn", m, {"mask": ints((1, 5), 0, 2)}, {"seq": (1, 32)}, [{"mask": ints((1, 29), 0, 2, seed=1)}])
+    check_cases([c], tmp_path / "m")
