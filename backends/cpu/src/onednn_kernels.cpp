@@ -9,6 +9,7 @@
 #include <cstring>
 #include <tuple>
 
+#include "aitgen/onednn_guard.h"
 #include "aitgen/onednn_util.h"
 #include "aitgen/onednn_quant.h"
 
@@ -121,6 +122,18 @@ void finish_epilogue(Entry& e, const Epilogue& ep, const int64_t* d, dt t, Make&
       if (std::strcmp(fused.impl_info_str(), plain.impl_info_str()) == 0) {
         e.post_ops = true;
         e.binaries = std::move(binaries);
+        if (ep.guarded) {  // for calls whose operands do not prove the values finite
+          auto pe = std::make_shared<Entry>();
+          pe->src = e.src;
+          pe->wei = e.wei;
+          pe->bias = e.bias;
+          pe->has_bias = e.has_bias;
+          pe->staged = e.staged;
+          pe->dst = e.dst;
+          pe->dst_store = e.dst_store;
+          finish(*pe, plain);
+          e.plain = std::move(pe);
+        }
         finish(e, fused);
         return;
       }
@@ -248,6 +261,7 @@ std::shared_ptr<Entry> make_matmul(const MatmulConfig& cfg, const int64_t* d) {
                           : quant_src_md(r, d, d + r, e->src_shift ? 2 : cfg.quant);
   e->wei = strided_md(r, d + 2 * r, d + 3 * r, cfg.quant ? dt::s8 : t);
   stage_dst(*e, strided_md(r, d + 4 * r, d + 5 * r, t_dst));
+  e->reduce_len = d[r - 1];  // K
   if (cfg.has_bias) {
     e->has_bias = true;
     e->bias = strided_md(r, d + 6 * r, d + 7 * r, t);
@@ -368,6 +382,7 @@ std::shared_ptr<Entry> make_direct_conv(const ConvConfig& cfg, const int64_t* d,
                           : quant_src_md(4, d, d + 4, cfg.quant);
   e->wei = strided_md(wr, w, w + wr, cfg.quant ? dt::s8 : t);
   stage_dst(*e, strided_md(4, o, o + 4, t_dst));
+  e->reduce_len = w[wr - 3] * w[wr - 2] * w[wr - 1];  // input channels (of a group) x kh x kw
   // Always `any`: with plain OHWI weights oneDNN falls back to its reference convolution. A
   // constant weight is packed once, one computed at run time is reordered on every call.
   const dnnl::memory::desc wei(e->wei.get_dims(), e->wei.get_data_type(), dnnl::memory::format_tag::any);
@@ -435,6 +450,34 @@ void run_sgemm(const Entry& e, O* out, const T* src, const T* wei, const T* bias
   }
 }
 
+// Whether the guarded post-ops of `e` may run on this call (aitgen/onednn_guard.h): the operands'
+// bounds prove every value they read finite. `version` >= 0: the weight is a constant of that
+// version, and its bound is kept until the address or version changes.
+bool guard_holds(Entry& e, const Epilogue& ep, void* const* p, const void* src, const void* wei, const void* bias,
+                 int64_t version) {
+  double w;
+  {
+    std::lock_guard<std::mutex> lock(e.wei_bound_mu);
+    if (version < 0 || e.wei_bound_ptr != wei || e.wei_bound_version != version) {
+      e.wei_bound = absmax(wei, e.wei);
+      e.wei_bound_ptr = version < 0 ? nullptr : wei;
+      e.wei_bound_version = version;
+    }
+    w = e.wei_bound;
+  }
+  if (!(w < kFiniteBound)) return false;
+  double acc = static_cast<double>(e.reduce_len) * absmax(src, e.src) * w;
+  if (e.has_bias) acc += absmax(bias, e.bias);
+  if (!(acc < kFiniteBound)) return false;
+  const double b = chain_bound(ep, acc, [&](int i) {
+    for (const BinaryArg& a : e.binaries) {
+      if (a.arg == (DNNL_ARG_ATTR_MULTIPLE_POST_OP(i) | DNNL_ARG_SRC_1)) return absmax(p[a.ptr], a.md);
+    }
+    return static_cast<double>(INFINITY);
+  });
+  return b < kFiniteBound;
+}
+
 // out = epilogue(src * wei (+ bias)) for one storage type T of the operands and O of the result (T,
 // or float for a bf16 product kept in float32); `empty` when the reduction is empty (K or C = 0),
 // where the accumulator is the bias (or zeros) and oneDNN is not called.
@@ -469,6 +512,9 @@ void dispatch(KernelState* st, bool prepack, int nkey, const Epilogue& ep, void*
     run_sgemm<T, O, kConvert>(*e, out, src, static_cast<const T*>(p[2]), bias, st->packs, d[nkey]);
     if (ep.loop) ep.loop(p, d);
     return;
+  }
+  if (e->plain && !guard_holds(*e, ep, p, src, static_cast<const T*>(p[2]), bias, prepack ? d[nkey] : -1)) {
+    e = e->plain;  // guarded post-ops on values not proved finite: the plain primitive, then the loop
   }
   run<T, O, kConvert>(*e, out, src, static_cast<const T*>(p[2]), bias,
                    prepack ? &st->packs : nullptr, prepack ? d[nkey] : 0, p);

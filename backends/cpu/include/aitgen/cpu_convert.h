@@ -13,14 +13,14 @@
 
 namespace ait {
 
-// n elements to float32. float16 with F16C (and no AVX512-FP16, where GCC vectorises _Float16
-// itself) takes vcvtph2ps, 16 or 8 at a time: one instruction where to_f32's branch-free form takes
+// n elements to float32. float16 with F16C (AVX512-FP16 included: GCC 12 vectorises no _Float16
+// conversion there either) takes vcvtph2ps, 16 or 8 at a time: one instruction where to_f32's branch-free form takes
 // a dozen. Exact either way; a signalling NaN comes out quiet, as from_f32 makes every NaN.
 template <typename T>
 inline void to_f32_block(const T* x, float* f, int64_t n) {
   for (int64_t i = 0; i < n; ++i) f[i] = to_f32(x[i]);
 }
-#if defined(__F16C__) && !defined(__AVX512FP16__)
+#if defined(__F16C__)
 inline void to_f32_block(const half* x, float* f, int64_t n) {
   int64_t i = 0;
 #if defined(__AVX512F__)
@@ -58,7 +58,7 @@ template <typename T>
 inline void from_f32_block(const float* f, T* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = from_f32<T>(f[i]);
 }
-#if defined(__F16C__) && !defined(__AVX512FP16__)
+#if defined(__F16C__)
 inline void from_f32_block(const float* f, half* y, int64_t n) {
   constexpr int kRound = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
   int64_t i = 0;

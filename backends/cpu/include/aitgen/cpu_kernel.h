@@ -32,14 +32,10 @@ struct bf16 {
 inline float to_f32(float v) { return v; }
 inline double to_f32(double v) { return v; }  // float64 loads keep their precision
 inline float to_f32(half v) {
-#if defined(__AVX512FP16__)
-  _Float16 h;  // GCC vectorises _Float16 conversions only with AVX512-FP16 (vcvtph2psx)
-  std::memcpy(&h, &v.bits, 2);
-  return static_cast<float>(h);
-#else
-  // Without AVX512-FP16, GCC 12 converts _Float16 one element at a time (scalar F16C), and a loop
-  // over a tensor stays scalar. This branch-free form (exact for every half: zeros, subnormals,
-  // inf, NaN) vectorises: integer shifts, one multiply, selects.
+  // GCC 12 converts _Float16 one element at a time (scalar F16C), AVX512-FP16 or not (on a Xeon
+  // with AVX512-FP16 a loop of them reports "no vectype"), and a loop over a tensor stays scalar.
+  // This branch-free form (exact for every half: zeros, subnormals, inf, NaN) vectorises: integer
+  // shifts, one multiply, selects (tests/backends/cpu/test_conversions_cpu.py).
   const uint32_t w = static_cast<uint32_t>(v.bits) << 16;
   const uint32_t sign = w & 0x80000000u, two_w = w + w;
   uint32_t nb = (two_w >> 4) + (0xE0u << 23), db = (two_w >> 17) | (126u << 23);
@@ -58,7 +54,6 @@ inline float to_f32(half v) {
   float f;
   std::memcpy(&f, &r, 4);
   return f;
-#endif
 }
 inline float to_f32(bf16 v) {
   uint32_t u = static_cast<uint32_t>(v.bits) << 16;
@@ -87,12 +82,6 @@ template <>
 inline fp8_e5m2fnuz from_f32<fp8_e5m2fnuz>(float v) { return fp8_from_double<fp8_e5m2fnuz>(v); }
 template <>
 inline half from_f32<half>(float v) {
-#if defined(__AVX512FP16__)
-  _Float16 h = static_cast<_Float16>(v);
-  half r;
-  std::memcpy(&r.bits, &h, 2);
-  return r;
-#else
   // Round to nearest even in float arithmetic, branch-free so that loops vectorise (see to_f32):
   // scaling up then down rounds the mantissa at half's precision, subnormals included; +-inf and
   // overflow give inf, NaN stays a (quiet) NaN.
@@ -113,7 +102,6 @@ inline half from_f32<half>(float v) {
   const uint32_t nan = 0u - static_cast<uint32_t>(shl1_w > 0xFF000000u);  // as in to_f32: masks
   r.bits = static_cast<uint16_t>((sign >> 16) | (0x7E00u & nan) | (nonsign & ~nan));
   return r;
-#endif
 }
 
 template <>

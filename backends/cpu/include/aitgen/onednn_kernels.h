@@ -19,11 +19,13 @@ enum class Storage : int { f32 = 0, f16 = 1, bf16 = 2 };
 // computes the whole expression over the stored output; it runs instead of the post-ops when oneDNN
 // would take them only in a slower implementation than the plain primitive, and after an empty
 // reduction. Only the post-ops that keep NaN and +-inf as the op defines them: oneDNN's relu, clip,
-// max and min drop NaN, gelu_erf, exp and pow(x, -0.5) get +-inf or NaN wrong, so the loop does those.
+// max and min drop NaN, gelu_erf, exp and pow(x, -0.5) get +-inf or NaN wrong, so the loop does those,
+// except relu and gelu_erf under a guard (`guarded`, aitgen/onednn_guard.h): the fused primitive
+// runs when the operands' magnitudes prove every value finite, else the plain one and the loop.
 enum class PostAlg : int {
   gelu_tanh, tanh, logistic, swish, hardswish, linear, abs, sqrt, pow, add, sub, mul, div,
-  relu,     // int8 kernels only (kernels/cpu/epilogue.py INT8_RELU)
-  gelu_erf  // int8 kernels only, reading the accumulator and bias alone (epilogue.py INT8_GELU)
+  relu,     // int8 kernels (kernels/cpu/epilogue.py INT8_RELU), or guarded
+  gelu_erf  // int8 kernels, reading the accumulator and bias alone (epilogue.py INT8_GELU), or guarded
 };
 struct PostOp {
   PostAlg alg;
@@ -38,6 +40,7 @@ struct Epilogue {
   int num_post_ops;
   int post_rank;
   EpilogueLoop loop;       // nullptr: no epilogue
+  bool guarded = false;    // relu / gelu_erf post-ops, run only where the operands prove values finite
 };
 
 // Matmul (gemm, bmm). p = {out, a, b[, bias]}. d = (sizes[rank], strides[rank]) of a [.., M, K],

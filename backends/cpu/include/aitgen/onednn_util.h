@@ -364,6 +364,15 @@ struct Entry {
   bool dst_shift = false;
   bool post_ops = false;             // the primitive applies the epilogue (else its loop runs after)
   std::vector<BinaryArg> binaries;   // operands of its binary post-ops
+  // Guarded post-ops (aitgen/onednn_guard.h): the same primitive without them, for a call whose
+  // operands do not prove every value finite; the length of the reduction (K, or C/groups x kh x
+  // kw) for the bound; and the weight's bound per (address, constants version) when prepacked.
+  std::shared_ptr<Entry> plain;
+  int64_t reduce_len = 0;
+  std::mutex wei_bound_mu;
+  const void* wei_bound_ptr = nullptr;
+  int64_t wei_bound_version = -1;
+  double wei_bound = 0.0;
   // Set when the product runs as oneDNN's packed sgemm (aitgen/onednn_sgemm.h) instead of `prim`:
   // the weight from its packed copy, the bias as C's initial value, the epilogue in the loop.
   SgemmPlan sgemm;

@@ -1,0 +1,121 @@
+// Guarded post-ops (kernels/cpu/epilogue.py GUARDED): relu and erf-GELU as oneDNN post-ops on
+// float32 / bfloat16 / float16 kernels. oneDNN's relu is a max that turns NaN into 0, and its
+// gelu_erf gives NaN for +inf, where the op (the oracle, torch) keeps NaN and +inf. Both agree with
+// the op wherever the value they read is finite. So a kernel with such post-ops first bounds that
+// value from its operands' largest magnitudes: |acc| <= K max|x| max|w| + max|bias|, then each
+// post-op of the chain in turn (an add or sub adds its operand's bound, a mul multiplies, a linear
+// scales). A bound under kFiniteBound (a NaN or an infinity in any operand makes it infinite)
+// proves every value finite, and the fused primitive runs; else the call runs the plain primitive
+// and the loop, as without post-ops. The scans read each operand once (the weight's bound is kept
+// per constants version); they cost a fraction of the pass over the output that the loop makes.
+#ifndef AITGEN_ONEDNN_GUARD_H_
+#define AITGEN_ONEDNN_GUARD_H_
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+
+#include "aitgen/onednn_kernels.h"
+
+namespace ait {
+namespace onednn {
+
+// Below FLT_MAX (3.4e38) with room for float32's rounding of the sum and bfloat16's of the result.
+constexpr double kFiniteBound = 1e38;
+
+// The largest |value| of n contiguous elements as raw magnitude bits (sign cleared): integer max
+// vectorises, and NaN and infinity have the largest bit patterns of all.
+template <typename U>
+inline U max_bits(const U* x, int64_t n, U mask) {
+  U m = 0;
+  for (int64_t i = 0; i < n; ++i) m = std::max<U>(m, x[i] & mask);
+  return m;
+}
+
+// max |v| over the tensor md describes at ptr (dense or strided; a stride-0 dim is read once);
+// +inf when it holds a NaN or an infinity. float32, bfloat16, float16 only.
+inline double absmax(const void* ptr, const dnnl::memory::desc& md) {
+  using dt = dnnl::memory::data_type;
+  const auto dims = md.get_dims();
+  const auto strides = md.get_strides();
+  const int r = static_cast<int>(dims.size());
+  if (r == 0 || strides.size() != dims.size()) return INFINITY;  // not a plain strided layout
+  int64_t n[DNNL_MAX_NDIMS], s[DNNL_MAX_NDIMS];
+  int64_t rows = 1;
+  for (int j = 0; j < r; ++j) {
+    n[j] = strides[j] == 0 ? 1 : dims[j];
+    s[j] = strides[j];
+    if (n[j] == 0) return 0.0;
+    if (j < r - 1) rows *= n[j];
+  }
+  const int64_t inner = n[r - 1], step = s[r - 1];
+  const dt t = md.get_data_type();
+  const int sz = t == dt::f32 ? 4 : 2;
+  if (t != dt::f32 && t != dt::bf16 && t != dt::f16) return INFINITY;
+  uint32_t m = 0;
+#pragma omp parallel for reduction(max : m) schedule(static) if (rows * inner > (1 << 18))
+  for (int64_t o = 0; o < rows; ++o) {
+    int64_t off = 0, rem = o;
+    for (int j = r - 2; j >= 0; --j) {
+      off += (rem % n[j]) * s[j];
+      rem /= n[j];
+    }
+    const char* row = static_cast<const char*>(ptr) + off * sz;
+    uint32_t mr = 0;
+    if (step == 1 && sz == 4) {
+      mr = max_bits(reinterpret_cast<const uint32_t*>(row), inner, 0x7fffffffu);
+    } else if (step == 1) {
+      mr = max_bits(reinterpret_cast<const uint16_t*>(row), inner, static_cast<uint16_t>(0x7fff));
+    } else {
+      for (int64_t i = 0; i < inner; ++i) {
+        uint32_t b = 0;
+        std::memcpy(&b, row + i * step * sz, sz);
+        mr = std::max(mr, b & (sz == 4 ? 0x7fffffffu : 0x7fffu));
+      }
+    }
+    m = std::max(m, mr);
+  }
+  float v;
+  if (t == dt::f32) {
+    if (m >= 0x7f800000u) return INFINITY;
+    std::memcpy(&v, &m, 4);
+  } else if (t == dt::bf16) {
+    if (m >= 0x7f80u) return INFINITY;
+    const uint32_t b = m << 16;
+    std::memcpy(&v, &b, 4);
+  } else {
+    if (m >= 0x7c00u) return INFINITY;
+    const int e = static_cast<int>(m >> 10), f = static_cast<int>(m & 0x3ff);
+    v = e == 0 ? std::ldexp(static_cast<float>(f), -24) : std::ldexp(static_cast<float>(1024 + f), e - 25);
+  }
+  return v;
+}
+
+// The bound through the post-op chain from the accumulator's bound `acc`; `operand(i)` is the
+// bound of post-op i's binary operand. Infinite (not finite) for a chain it cannot bound.
+template <typename Operand>
+inline double chain_bound(const Epilogue& ep, double acc, Operand&& operand) {
+  double b = acc;
+  for (int i = 0; i < ep.num_post_ops && b < kFiniteBound; ++i) {
+    const PostOp& op = ep.post_ops[i];
+    switch (op.alg) {
+      case PostAlg::relu:
+      case PostAlg::gelu_erf: break;  // |f(x)| <= |x|
+      case PostAlg::linear: b = std::fabs(op.alpha) * b + std::fabs(op.beta); break;
+      case PostAlg::add:
+      case PostAlg::sub: b += operand(i); break;
+      case PostAlg::mul: b *= operand(i); break;
+      default: return INFINITY;  // epilogue.py puts nothing else in a guarded chain
+    }
+  }
+  return b;
+}
+
+}  // namespace onednn
+}  // namespace ait
+
+#endif  // AITGEN_ONEDNN_GUARD_H_
