@@ -455,15 +455,19 @@ void run_sgemm(const Entry& e, O* out, const T* src, const T* wei, const T* bias
 // version, and its bound is kept until the address or version changes.
 bool guard_holds(Entry& e, const Epilogue& ep, void* const* p, const void* src, const void* wei, const void* bias,
                  int64_t version) {
-  double w;
-  {
+  double w = -1.0;
+  if (version >= 0) {
     std::lock_guard<std::mutex> lock(e.wei_bound_mu);
-    if (version < 0 || e.wei_bound_ptr != wei || e.wei_bound_version != version) {
-      e.wei_bound = absmax(wei, e.wei);
-      e.wei_bound_ptr = version < 0 ? nullptr : wei;
-      e.wei_bound_version = version;
+    auto it = e.wei_bounds.find(wei);
+    if (it != e.wei_bounds.end() && it->second.first == version) w = it->second.second;
+  }
+  if (w < 0.0) {  // a weight computed at run time, or a constant seen first (or changed)
+    w = absmax(wei, e.wei);
+    if (version >= 0) {
+      std::lock_guard<std::mutex> lock(e.wei_bound_mu);
+      if (e.wei_bounds.size() >= 4096) e.wei_bounds.clear();  // a bound on what a long run can leave
+      e.wei_bounds[wei] = {version, w};
     }
-    w = e.wei_bound;
   }
   if (!(w < kFiniteBound)) return false;
   double acc = static_cast<double>(e.reduce_len) * absmax(src, e.src) * w;

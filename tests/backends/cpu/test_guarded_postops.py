@@ -28,13 +28,15 @@ NAN, INF = np.float32(np.nan), np.float32(np.inf)
 
 def _model():
     rng = np.random.default_rng(0)
-    x = ag.Tensor([6, 32], name="x")
+    x, wide = ag.Tensor([6, 32], name="x"), ag.Tensor([6, 48], name="wide")
     img, r = ag.Tensor([1, 6, 6, 8], name="img"), ag.Tensor([1, 6, 6, 8], name="r")
     w1 = ag.constant((rng.standard_normal((48, 32)) * 0.3).astype(np.float32))
     b1 = ag.constant(rng.standard_normal(48).astype(np.float32))
     wc = ag.constant((rng.standard_normal((8, 3, 3, 8)) * 0.3).astype(np.float32))
     bc = ag.constant(rng.standard_normal(8).astype(np.float32))
     return {"ffn": ops.gelu(ops.linear(x, w1, b1)),
+            # a strided view as the GEMM's source: the guard reads the view, not its whole tensor
+            "ffn_view": ops.gelu(ops.linear(ops.slice(wide, [0, 8], [6, 40]), w1 * 0.5, b1)),
             "res": ops.relu(ops.conv2d(img, wc, bc, padding=1) + r)}
 
 
@@ -42,7 +44,9 @@ def _feeds():
     rng = np.random.default_rng(1)
 
     def finite():
-        return {"x": rng.standard_normal((6, 32)).astype(np.float32),
+        wide = rng.standard_normal((6, 48)).astype(np.float32)
+        wide[:, 0] = wide[:, 47] = NAN   # outside the view: no value of ffn_view reads them
+        return {"x": rng.standard_normal((6, 32)).astype(np.float32), "wide": wide,
                 "img": rng.standard_normal((1, 6, 6, 8)).astype(np.float32),
                 "r": rng.standard_normal((1, 6, 6, 8)).astype(np.float32)}
 
@@ -56,12 +60,18 @@ def _feeds():
     huge = finite()                  # finite, but the sums overflow to +-inf
     huge["x"][3] = np.float32(3e38)
     huge["img"][0, 3] = np.float32(3e38)
-    return [("finite", finite()), ("nan", nan), ("inf", inf), ("huge", huge), ("finite_again", finite())]
+    last = finite()                  # the last element of each (the view's last row ends at column 39)
+    last["img"][0, 5, 5, 7] = NAN
+    last["wide"][5, 39] = NAN
+    # (name, feed, the outputs whose kernels take their post-ops)
+    return [("finite", finite(), {"ffn", "ffn_view", "res"}), ("nan", nan, {"ffn_view"}),
+            ("inf", inf, {"ffn_view"}), ("huge", huge, {"ffn_view"}), ("last", last, {"ffn"}),
+            ("finite_again", finite(), {"ffn", "ffn_view", "res"})]
 
 
 def _run_logged(workdir, feeds, out_npz):
     """Run each feed in a fresh process with ONEDNN_VERBOSE; the exec lines of each call."""
-    np.savez(out_npz.with_name("feeds.npz"), **{f"{i}/{k}": v for i, (_, f) in enumerate(feeds) for k, v in f.items()})
+    np.savez(out_npz.with_name("feeds.npz"), **{f"{i}/{k}": v for i, (_, f, _) in enumerate(feeds) for k, v in f.items()})
     code = textwrap.dedent(f"""
         import numpy as np, aitgen as ag
         z = np.load({str(out_npz.with_name('feeds.npz'))!r})
@@ -108,13 +118,13 @@ def test_guarded_post_ops_run_only_on_values_proved_finite(tmp_path, precision):
     feeds = _feeds()
     calls, results = _run_logged(work, feeds, tmp_path / "outs.npz")
     assert len(calls) == len(feeds)
-    fused = {"ffn": "eltwise_gelu_erf", "res": "eltwise_relu"}
-    for (kind, feed), lines, got in zip(feeds, calls, results):
+    for (kind, feed, fused), lines, got in zip(feeds, calls, results):
         log = "\n".join(lines)
-        assert len(lines) == 2, log
-        for name, post in fused.items():
-            # finite inputs: the post-op chain; else the plain primitive (its loop does the epilogue)
-            assert (post in log) == kind.startswith("finite"), (precision, kind, name, log)
+        assert len(lines) == 3, log
+        # inputs proved finite: the post-op chain; else the plain primitive (its loop does the epilogue)
+        gelus = sum("eltwise_gelu_erf" in ln for ln in lines)
+        assert gelus == len(fused & {"ffn", "ffn_view"}), (precision, kind, log)
+        assert ("eltwise_relu" in log) == ("res" in fused), (precision, kind, log)
         want = unfused.run(feed) if kind == "huge" else ag.reference.run(outs, feed)
         # float32: sums of 32 and 72 terms; bfloat16: operands rounded to 8 bits
         tol = 1e-4 if precision == "float32" else 3e-2
@@ -122,5 +132,6 @@ def test_guarded_post_ops_run_only_on_values_proved_finite(tmp_path, precision):
             _nan_aware(got[name], want[name], tol)
     # the planted specials reached the outputs the way the op defines them
     assert np.isnan(results[1]["ffn"][0]).all() and np.isnan(results[1]["res"]).any()
+    assert np.isnan(results[4]["ffn_view"][5]).all() and np.isnan(results[4]["res"][0, 5, 5]).all()
     assert np.isposinf(results[3]["ffn"]).any() and np.isposinf(results[3]["res"]).any()
     unfused.close()

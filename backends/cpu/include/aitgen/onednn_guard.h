@@ -42,24 +42,57 @@ inline double absmax(const void* ptr, const dnnl::memory::desc& md) {
   using dt = dnnl::memory::data_type;
   const auto dims = md.get_dims();
   const auto strides = md.get_strides();
-  const int r = static_cast<int>(dims.size());
+  int r = static_cast<int>(dims.size());
   if (r == 0 || strides.size() != dims.size()) return INFINITY;  // not a plain strided layout
+  // Dims by decreasing stride (a stride-0 or size-1 dim dropped), so that the innermost is the one
+  // of unit stride where there is one (an NHWC tensor's C in oneDNN's NCHW order); dims that
+  // tile each other densely merge, so a dense tensor is one contiguous run.
   int64_t n[DNNL_MAX_NDIMS], s[DNNL_MAX_NDIMS];
-  int64_t rows = 1;
+  int k = 0;
   for (int j = 0; j < r; ++j) {
-    n[j] = strides[j] == 0 ? 1 : dims[j];
-    s[j] = strides[j];
-    if (n[j] == 0) return 0.0;
-    if (j < r - 1) rows *= n[j];
+    if (dims[j] == 0) return 0.0;
+    if (strides[j] == 0 || dims[j] == 1) continue;
+    int at = k++;
+    while (at > 0 && s[at - 1] < strides[j]) {
+      n[at] = n[at - 1];
+      s[at] = s[at - 1];
+      --at;
+    }
+    n[at] = dims[j];
+    s[at] = strides[j];
   }
+  if (k == 0) {
+    n[0] = 1;
+    s[0] = 1;
+    k = 1;
+  }
+  int m2 = 0;
+  for (int j = 1; j < k; ++j) {
+    if (s[m2] == n[j] * s[j]) {  // dim m2 steps over whole runs of dim j: one dim
+      n[m2] *= n[j];
+      s[m2] = s[j];
+    } else {
+      ++m2;
+      n[m2] = n[j];
+      s[m2] = s[j];
+    }
+  }
+  r = m2 + 1;
+  int64_t rows = 1;
+  for (int j = 0; j < r - 1; ++j) rows *= n[j];
   const int64_t inner = n[r - 1], step = s[r - 1];
   const dt t = md.get_data_type();
   const int sz = t == dt::f32 ? 4 : 2;
   if (t != dt::f32 && t != dt::bf16 && t != dt::f16) return INFINITY;
+  // Work items are (row, chunk of a contiguous row): a dense tensor is one row, and its chunks let
+  // every thread scan the part it wrote (its own L2) rather than one thread pulling all of it.
+  const int64_t chunk = step == 1 ? (int64_t{1} << 14) : inner;
+  const int64_t per_row = (inner + chunk - 1) / chunk, items = rows * per_row;
   uint32_t m = 0;
-#pragma omp parallel for reduction(max : m) schedule(static) if (rows * inner > (1 << 18))
-  for (int64_t o = 0; o < rows; ++o) {
-    int64_t off = 0, rem = o;
+#pragma omp parallel for reduction(max : m) schedule(static) if (rows * inner > (1 << 16))
+  for (int64_t it = 0; it < items; ++it) {
+    const int64_t o = it / per_row, c0 = (it % per_row) * chunk, len = std::min(chunk, inner - c0);
+    int64_t off = c0 * step, rem = o;
     for (int j = r - 2; j >= 0; --j) {
       off += (rem % n[j]) * s[j];
       rem /= n[j];
@@ -67,11 +100,11 @@ inline double absmax(const void* ptr, const dnnl::memory::desc& md) {
     const char* row = static_cast<const char*>(ptr) + off * sz;
     uint32_t mr = 0;
     if (step == 1 && sz == 4) {
-      mr = max_bits(reinterpret_cast<const uint32_t*>(row), inner, 0x7fffffffu);
+      mr = max_bits(reinterpret_cast<const uint32_t*>(row), len, 0x7fffffffu);
     } else if (step == 1) {
-      mr = max_bits(reinterpret_cast<const uint16_t*>(row), inner, static_cast<uint16_t>(0x7fff));
+      mr = max_bits(reinterpret_cast<const uint16_t*>(row), len, static_cast<uint16_t>(0x7fff));
     } else {
-      for (int64_t i = 0; i < inner; ++i) {
+      for (int64_t i = 0; i < len; ++i) {
         uint32_t b = 0;
         std::memcpy(&b, row + i * step * sz, sz);
         mr = std::max(mr, b & (sz == 4 ? 0x7fffffffu : 0x7fffu));

@@ -366,13 +366,12 @@ struct Entry {
   std::vector<BinaryArg> binaries;   // operands of its binary post-ops
   // Guarded post-ops (aitgen/onednn_guard.h): the same primitive without them, for a call whose
   // operands do not prove every value finite; the length of the reduction (K, or C/groups x kh x
-  // kw) for the bound; and the weight's bound per (address, constants version) when prepacked.
+  // kw) for the bound; and the bound of each constant weight, by address, with its constants
+  // version (layers of one shape share a kernel, so its entry sees each of their weights in turn).
   std::shared_ptr<Entry> plain;
   int64_t reduce_len = 0;
   std::mutex wei_bound_mu;
-  const void* wei_bound_ptr = nullptr;
-  int64_t wei_bound_version = -1;
-  double wei_bound = 0.0;
+  std::unordered_map<const void*, std::pair<int64_t, double>> wei_bounds;
   // Set when the product runs as oneDNN's packed sgemm (aitgen/onednn_sgemm.h) instead of `prim`:
   // the weight from its packed copy, the bias as C's initial value, the epilogue in the loop.
   SgemmPlan sgemm;
