@@ -86,6 +86,7 @@ dnnl::algorithm algorithm_of(PostAlg a) {
     case PostAlg::mul: return A::binary_mul;
     case PostAlg::div: return A::binary_div;
     case PostAlg::relu: return A::eltwise_relu;
+    case PostAlg::clip: return A::eltwise_clip;
   }
   throw std::runtime_error("oneDNN kernel: unknown post-op");
 }

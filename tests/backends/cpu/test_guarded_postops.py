@@ -37,7 +37,9 @@ def _model():
     return {"ffn": ops.gelu(ops.linear(x, w1, b1)),
             # a strided view as the GEMM's source: the guard reads the view, not its whole tensor
             "ffn_view": ops.gelu(ops.linear(ops.slice(wide, [0, 8], [6, 40]), w1 * 0.5, b1)),
-            "res": ops.relu(ops.conv2d(img, wc, bc, padding=1) + r)}
+            "res": ops.relu(ops.conv2d(img, wc, bc, padding=1) + r),
+            "relu6": ops.relu6(ops.conv2d(img, wc * 2.0, bc)),          # oneDNN's clip
+            "clamp_low": ops.clamp(ops.conv2d(img, wc * 0.5, bc), -1.5)}  # open above: clip to FLT_MAX
 
 
 def _feeds():
@@ -120,11 +122,13 @@ def test_guarded_post_ops_run_only_on_values_proved_finite(tmp_path, precision):
     assert len(calls) == len(feeds)
     for (kind, feed, fused), lines, got in zip(feeds, calls, results):
         log = "\n".join(lines)
-        assert len(lines) == 3, log
+        assert len(lines) == 5, log
         # inputs proved finite: the post-op chain; else the plain primitive (its loop does the epilogue)
         gelus = sum("eltwise_gelu_erf" in ln for ln in lines)
         assert gelus == len(fused & {"ffn", "ffn_view"}), (precision, kind, log)
         assert ("eltwise_relu" in log) == ("res" in fused), (precision, kind, log)
+        # relu6 and clamp_low read img as res does: post-ops exactly where res takes them
+        assert sum("eltwise_clip" in ln for ln in lines) == (2 if "res" in fused else 0), (precision, kind, log)
         want = unfused.run(feed) if kind == "huge" else ag.reference.run(outs, feed)
         # float32: sums of 32 and 72 terms; bfloat16: operands rounded to 8 bits
         tol = 1e-4 if precision == "float32" else 3e-2

@@ -1,13 +1,14 @@
-// Guarded post-ops (kernels/cpu/epilogue.py GUARDED): relu and erf-GELU as oneDNN post-ops on
-// float32 / bfloat16 / float16 kernels. oneDNN's relu is a max that turns NaN into 0, and its
-// gelu_erf gives NaN for +inf, where the op (the oracle, torch) keeps NaN and +inf. Both agree with
-// the op wherever the value they read is finite. So a kernel with such post-ops first bounds that
-// value from its operands' largest magnitudes: |acc| <= K max|x| max|w| + max|bias|, then each
-// post-op of the chain in turn (an add or sub adds its operand's bound, a mul multiplies, a linear
-// scales). A bound under kFiniteBound (a NaN or an infinity in any operand makes it infinite)
-// proves every value finite, and the fused primitive runs; else the call runs the plain primitive
-// and the loop, as without post-ops. The scans read each operand once (the weight's bound is kept
-// per constants version); they cost a fraction of the pass over the output that the loop makes.
+// Guarded post-ops (kernels/cpu/epilogue.py GUARDED): relu, erf GELU and clip (relu6) as oneDNN
+// post-ops on float32 / bfloat16 / float16 kernels. oneDNN's relu and clip are a max and a min that
+// turn NaN into a number, and its gelu_erf gives NaN for +inf, where the op (the oracle, torch) keeps
+// NaN and +inf. They agree with the op wherever the value they read is finite. So a kernel with such
+// post-ops first bounds that value from its operands' largest magnitudes: |acc| <= K max|x| max|w| +
+// max|bias|, then each post-op of the chain in turn (an add or sub adds its operand's bound, a mul
+// multiplies, a linear scales, a clip's bounds join). A bound under kFiniteBound (a NaN or an
+// infinity in any operand makes it infinite) proves every value finite, and the fused primitive
+// runs; else the call runs the plain primitive and the loop, as without post-ops. The scans read
+// each operand once (each constant weight's bound is kept per constants version); they cost a
+// fraction of the pass over the output that the loop makes.
 #ifndef AITGEN_ONEDNN_GUARD_H_
 #define AITGEN_ONEDNN_GUARD_H_
 
@@ -139,6 +140,10 @@ inline double chain_bound(const Epilogue& ep, double acc, Operand&& operand) {
       case PostAlg::relu:
       case PostAlg::gelu_erf: break;  // |f(x)| <= |x|
       case PostAlg::linear: b = std::fabs(op.alpha) * b + std::fabs(op.beta); break;
+      case PostAlg::clip:  // |clip(x)| <= max(|x|, |lo|, |hi|); an open side (FLT_MAX) bounds nothing
+        for (const float e : {op.alpha, op.beta})
+          if (std::fabs(e) < kFiniteBound) b = std::max(b, static_cast<double>(std::fabs(e)));
+        break;
       case PostAlg::add:
       case PostAlg::sub: b += operand(i); break;
       case PostAlg::mul: b *= operand(i); break;

@@ -25,7 +25,8 @@ enum class Storage : int { f32 = 0, f16 = 1, bf16 = 2 };
 enum class PostAlg : int {
   gelu_tanh, tanh, logistic, swish, hardswish, linear, abs, sqrt, pow, add, sub, mul, div,
   relu,     // int8 kernels (kernels/cpu/epilogue.py INT8_RELU), or guarded
-  gelu_erf  // int8 kernels, reading the accumulator and bias alone (epilogue.py INT8_GELU), or guarded
+  gelu_erf,  // int8 kernels, reading the accumulator and bias alone (epilogue.py INT8_GELU), or guarded
+  clip       // max(alpha, min(beta, x)), guarded
 };
 struct PostOp {
   PostAlg alg;
