@@ -16,10 +16,10 @@ return the other operand for a NaN (relu(NaN) = 0, where the oracle and torch gi
 gelu_erf gives NaN for +inf, exp gives +inf for NaN, pow(x, -0.5) gives 0 for -inf and log is off
 for subnormals. No chain of post-ops can say relu exactly (a max drops NaN; any product with 0
 turns -inf into NaN), so those kinds run in the loop: one more (vectorised) pass over the output
-after oneDNN's. Relu and erf GELU are the exception (GUARDED): post-ops that the kernel runs only
-on calls whose operands prove every value they read finite. Measured on Model.run, medians of interleaved runs: a [128, 768] x [768, 3072]
+after oneDNN's. Measured on Model.run, medians of interleaved runs: a [128, 768] x [768, 3072]
 GEMM + bias + relu +0.1..1.7%, the same + erf GELU +2.6..5%, a 3x3 64-channel conv on 56x56 +
-bias + relu +0.6..0.9%.
+bias + relu +0.6..0.9%. Relu, erf GELU and clamps are the exception (GUARDED): post-ops that the
+kernel runs only on calls whose operands prove every value they read finite.
 
 Both are rendered whenever there is an epilogue: oneDNN may take some post-ops only in a slower
 implementation (a per-row [M, 1] operand makes the matmul fall back to its reference kernel), so
@@ -83,10 +83,10 @@ INT8_GELU = True
 # the operands' magnitudes and runs the plain primitive and the loop when the bound does not prove
 # them finite, so NaN and +-inf come out as the op defines them. A guarded chain holds only what the
 # guard can bound: the accumulator, bias, add / sub / mul operands, negation, relu, GELU and clamps
-# (relu6; oneDNN's clip is a min and a max, which drop NaN). What it
-# saves on an AMX Xeon (bfloat16, 2 threads, medians of interleaved runs): ResNet-50's
-# relu(conv + residual) and BERT's FFN GELU skip a pass over their results, 10.1 -> 7.2 ms and
-# 28.4 -> 24.8 ms.
+# (relu6; oneDNN's clip is a min and a max, which drop NaN). What it saves on an AMX Xeon
+# (bfloat16, 2 threads, benchmarks/ab_workdirs.py medians): ResNet-50's relu(conv + residual) and
+# BERT's FFN GELU skip a pass over their results, 10.1 -> 7.06 ms and 28.4 -> about 24.0 ms (the
+# scans cost 0.57 ms of ResNet-50's, against post-ops without a guard).
 GUARDED = True
 _GUARDABLE = {"relu", "gelu_erf", "clip", "linear", "add", "sub", "mul"}
 
