@@ -105,6 +105,8 @@ def main(argv=None) -> int:
     tc = median_ms(lambda: tx.clone(), sync, args.iters, args.rounds)
     result["torch_copy_ms"] = tc
     result["torch_copy_GBps"] = nbytes / (tc * 1e-3) / 1e9
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(result, indent=1))   # before torch.compile, which may outlast a time box
     if not args.no_compile:
         try:
             f = torch.compile(lambda v: torch.nn.functional.gelu(v * ta + tb) + v)

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# The GPU checks in one go, for a machine with an NVIDIA GPU (sized for an H200: about 8 minutes).
+# The GPU checks in one go, for a machine with an NVIDIA GPU, within BUDGET seconds (default 420).
 # Every step has its own time box; a step that fails or runs out of time is recorded and the next
-# one still runs. Results land in $OUT (default out/gpu_check):
+# one still runs. Results land in $OUT (default out/gpu_check; 8 files, the device tool's limit):
 #   summary.json       every step: exit status, seconds, and the figures below in one place
 #   gpu_tests.xml      the `gpu` pytest tier (junit)
-#   gpu_vs_torch.json  bert_base (s128, b1) and resnet50 (b1), float16: aitgen vs torch eager / torch.compile
-#   gemm_sweep.json    benchmarks/gpu_gemm_sweep.py, where it exists: TFLOP/s vs torch.matmul
+#   gpu_smoke.xml      one case of each kernel family (junit)
+#   gpu_vs_torch.json  bert_base (s128, b1) and resnet50 (b1), float16: aitgen vs torch eager
+#   gpu_vs_compile.json the same with torch.compile
+#   gemm_sweep.json    benchmarks/gpu_gemm_sweep.py: TFLOP/s vs torch.matmul
 #   gpu_bandwidth.json the fused element-wise kernel's GB/s vs a device copy
 #   gpu_check.log      everything printed
 # Objects prebuilt without a GPU (scripts/gpu_prebuild.py -> .gpu_carry/cache.tar.xz) are unpacked
@@ -26,6 +28,8 @@ QUICK="${QUICK:-0}"
 export PYTHONUNBUFFERED=1
 # A build cache that outlives the steps (the tests and the benchmarks share kernels).
 export AITGEN_CACHE_DIR="${AITGEN_CACHE_DIR:-/tmp/aitgen-cache}"
+# Prebuilt objects (below) are keyed by nvcc's release, not its patch build: the images differ there.
+export AITGEN_CACHE_TOOL_MATCH=release
 # Four test workers each start a build: without a cap that is 4 x (one job per core) nvcc processes,
 # 3-4 GB each for CUTLASS sm_90a units. Four jobs per build keeps 16 cores busy within memory.
 export AITGEN_BUILD_JOBS="${AITGEN_BUILD_JOBS:-4}"
@@ -60,7 +64,7 @@ for key, xml in (("gpu_smoke", "gpu_smoke.xml"), ("gpu_tests", "gpu_tests.xml"))
                                           "message": (bad.get("message") or "")[:300]})
       tests["passed"] = tests["tests"] - tests["failures"] - tests["errors"] - tests["skipped"]
       summary[key] = tests
-for name in ("gpu_vs_torch", "gemm_sweep", "gpu_bandwidth"):
+for name in ("gpu_vs_torch", "gemm_sweep", "gpu_bandwidth", "gpu_vs_compile"):
     p = out / f"{name}.json"
     if p.exists():
         try:
@@ -68,7 +72,7 @@ for name in ("gpu_vs_torch", "gemm_sweep", "gpu_bandwidth"):
         except ValueError as e:
             summary[name] = {"error": f"unreadable: {e}"}
 (out / "summary.json").write_text(json.dumps(summary, indent=1))
-print(json.dumps({k: v for k, v in summary.items() if k != "gpu_vs_torch"}, indent=1)[:4000])
+print(json.dumps({k: v for k, v in summary.items() if k not in ("gpu_vs_torch", "gpu_vs_compile")}, indent=1)[:4000])
 PYEOF
 }
 trap 'write_summary | tee -a "$LOG"; rm -f "$STEPS"' EXIT
@@ -93,8 +97,10 @@ step() {
 # 0. objects prebuilt on a machine without a GPU (scripts/gpu_prebuild.py, carried as .gpu_carry/):
 # the steps' builds then link instead of compiling. Keys name no path of the machine that built
 # them; a header that differs here is a miss, never a stale object.
-if [[ -f .gpu_carry/cache.tar.xz ]]; then
-  step unpack_prebuilt 20 bash -c "mkdir -p '$AITGEN_CACHE_DIR' && tar -xJf .gpu_carry/cache.tar.xz -C '$AITGEN_CACHE_DIR' && find '$AITGEN_CACHE_DIR' -name '*.entry' | wc -l"
+# Several archives may be carried (gpu_prebuild.py --out .gpu_carry/<set>: one per run).
+if compgen -G ".gpu_carry/*cache.tar.xz" >/dev/null || compgen -G ".gpu_carry/*/cache.tar.xz" >/dev/null; then
+  step unpack_prebuilt 30 bash -c "mkdir -p '$AITGEN_CACHE_DIR' && for a in .gpu_carry/cache.tar.xz .gpu_carry/*/cache.tar.xz; do
+    [[ -f \$a ]] && { tar -xJf \$a -C '$AITGEN_CACHE_DIR' || exit 1; }; done; find '$AITGEN_CACHE_DIR' -name '*.entry' | wc -l"
 fi
 
 # 1. carried wheels, then aitgen from this checkout
@@ -105,55 +111,77 @@ if compgen -G ".whl/*.whl" >/dev/null; then
 else
   export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
 fi
-step environment 30 bash -c "nvidia-smi; nvcc --version | tail -2; $PY -c 'import torch, aitgen;
+step environment 30 bash -c "nvidia-smi; nvcc --version | tail -3; g++ --version | head -1; $PY -c 'import torch, aitgen;
 from aitgen.codegen import locate; print(\"torch\", torch.__version__, torch.cuda.get_device_name());
 print(\"cutlass\", locate.cutlass().version); from aitgen.runtime import device;
-print(\"capability\", device.cuda_capability())'"
+print(\"capability\", device.cuda_capability()); import cuda.bindings; print(\"cuda-bindings\", cuda.bindings.__version__)'"
 
-if [[ "${DRY_RUN:-0}" == 1 ]]; then
-  cat <<'PLAN' | tee -a "$LOG"
-== gpu_check dry run: the steps a GPU run takes, each in its own time box (580 s at most in all)
+# The steps in the order their figures matter (the issue's must-show first), each in its own time
+# box, all within BUDGET seconds of the script's start (a device call may run 600 s; 420 leaves room
+# for a rerun in a 15-minute lease): a step gets min(its box, what is left), and is skipped (exit 125
+# in summary.json) when under 20 s is left. The gpu tier goes last and takes what is left: most of
+# its ~680 units are not prebuilt, so on a first run it is the step that may not finish.
+BUDGET="${BUDGET:-420}"
+if [[ "$QUICK" == 1 ]]; then BENCH_ARGS=(--small --rounds 3 --iters 5); else BENCH_ARGS=(--rounds 7 --iters 20); fi
+PLAN_TEXT="== gpu_check: the steps of a GPU run, in order, each in its own time box, within BUDGET=${BUDGET} s in all
   unpack_prebuilt   20 s  objects compiled here by scripts/gpu_prebuild.py (.gpu_carry/), if carried
   install_wheels    60 s  carried wheels (.whl/: nvidia-cutlass) into /tmp/site
-  environment       30 s  nvidia-smi, nvcc, torch, CUTLASS, the GPU's compute capability
+  environment       30 s  nvidia-smi, nvcc, g++, torch, CUTLASS, cuda-bindings, the GPU's compute capability
   smoke             60 s  one case of each kernel family, float16, against the oracle (test_gpu_smoke.py)
-  gpu_tests        150 s  the gpu tier: every op kind x float32/float16/bfloat16, the small zoo, the runtime
-  gpu_vs_torch     130 s  bert_base s128 b1, resnet50 b1, float16: aitgen vs torch eager and torch.compile
-  gemm_sweep        90 s  CUTLASS GEMMs vs torch.matmul (TFLOP/s), one JSON line per shape
+  gpu_vs_torch      90 s  bert_base s128 b1, resnet50 b1, float16: aitgen (plain, CUDA graph) vs torch eager
+  gemm_sweep        75 s  CUTLASS GEMMs vs torch.matmul (TFLOP/s), bf16/fp16, JSON after every shape
   gpu_bandwidth     30 s  the fused element-wise kernel's GB/s vs a device copy
-Each step writes its JSON when it ends; summary.json is rewritten after every step and on exit.
-Here, without a GPU: the smoke step's build for sm_90a, run on the mock device.
-PLAN
+  gpu_vs_compile    90 s  the same two models with torch.compile added (its compile is a minute a model)
+  gpu_tests       rest    the gpu tier: every op kind x float32/float16/bfloat16, the small zoo, the runtime
+Each step writes its JSON when it ends; summary.json is rewritten after every step and on exit."
+
+if [[ "${DRY_RUN:-0}" == 1 ]]; then
+  echo "$PLAN_TEXT" | tee -a "$LOG"
+  echo "Here, without a GPU: the smoke step's build for sm_90a, run on the mock device." | tee -a "$LOG"
   step smoke_on_mock 900 "$PY" -m pytest -q -s -m cuda_compile -p no:cacheprovider \
     tests/backends/cuda/test_gpu_smoke.py -k on_the_mock
   exit 0
 fi
+echo "$PLAN_TEXT" >>"$LOG"
+
+# bstep NAME BOX CMD...: `step` with the box cut to what is left of BUDGET.
+bstep() {
+  local name="$1" box="$2"; shift 2
+  local left=$((BUDGET - SECONDS - 10))
+  if ((left < 20)); then
+    echo "== gpu_check: $name skipped: ${left}s of the budget left" | tee -a "$LOG"
+    printf '%s\t125\t0\t0\n' "$name" >>"$STEPS"
+    return
+  fi
+  step "$name" $((box < left ? box : left)) "$@"
+}
 
 # 2. the smoke set: one case of each kernel family, float16, against the oracle; a broken family
-# shows here within a minute, before the full tier spends its time box.
-step smoke 60 "$PY" -m pytest -q -m gpu -p no:cacheprovider tests/backends/cuda/test_gpu_smoke.py \
+# shows here within a minute.
+bstep smoke 60 env CUDA_LAUNCH_BLOCKING=1 "$PY" -m pytest -q -m gpu -p no:cacheprovider tests/backends/cuda/test_gpu_smoke.py \
   --junitxml="$OUT/gpu_smoke.xml" -o junit_family=xunit1
 
-# 3. the gpu tier: every op kind against the oracle in float32/float16/bfloat16, the small zoo, the runtime
-# The time boxes add up to at most 560 s (with the smoke step's 60): one device-tool call may run 600 s.
-if [[ "$QUICK" == 1 ]]; then TIER_LIMIT=120; else TIER_LIMIT=150; fi
-# --dist loadscope: a module's tests stay on one worker, so its module-scoped builds (one per dtype
-# in test_gpu_ops.py) happen once, not once per worker. GPU_TEST_ARGS narrows the tier (e.g. -k float16).
-step gpu_tests "$TIER_LIMIT" "$PY" -m pytest -q -m gpu -n 4 --dist loadscope -p no:cacheprovider tests/backends/cuda \
-  --junitxml="$OUT/gpu_tests.xml" -o junit_family=xunit1 ${GPU_TEST_ARGS:-}
+# 3. end-to-end latency against torch eager (float16, the GPU's arch: sm_90a on an H200)
+bstep gpu_vs_torch 90 "$PY" benchmarks/gpu_vs_torch.py --models bert_base resnet50 --precision float16 \
+  "${BENCH_ARGS[@]}" --no-compile --out "$OUT/gpu_vs_torch.json"
 
-# 4. end-to-end latency against torch (float16, the GPU's arch: sm_90a on an H200)
-if [[ "$QUICK" == 1 ]]; then BENCH_ARGS=(--small --rounds 3 --iters 5 --no-compile); else BENCH_ARGS=(--rounds 7 --iters 20); fi
-step gpu_vs_torch 130 "$PY" benchmarks/gpu_vs_torch.py --models bert_base resnet50 --precision float16 \
-  "${BENCH_ARGS[@]}" --out "$OUT/gpu_vs_torch.json"
+# 4. GEMM sweep (CUTLASS vs torch.matmul)
+bstep gemm_sweep 75 "$PY" benchmarks/gpu_gemm_sweep.py --out "$OUT/gemm_sweep.json"
 
-# 5. GEMM sweep (CUTLASS vs torch.matmul), where the GEMM work ships one
-if [[ -f benchmarks/gpu_gemm_sweep.py ]]; then
-  step gemm_sweep 90 "$PY" benchmarks/gpu_gemm_sweep.py --out "$OUT/gemm_sweep.json"
-fi
-
-# 6. fused element-wise bandwidth
-step gpu_bandwidth 30 "$PY" benchmarks/gpu_bandwidth.py --out "$OUT/gpu_bandwidth.json" \
+# 5. fused element-wise bandwidth
+bstep gpu_bandwidth 30 "$PY" benchmarks/gpu_bandwidth.py --out "$OUT/gpu_bandwidth.json" \
   $([[ "$QUICK" == 1 ]] && echo "--mib 128 --no-compile")
 
-echo "== gpu_check: done; results in $OUT"
+# 6. the same against torch.compile: last of the benchmarks, since its compile may eat its box
+if [[ "$QUICK" != 1 ]]; then
+  bstep gpu_vs_compile 90 "$PY" benchmarks/gpu_vs_torch.py --models bert_base resnet50 --precision float16 \
+    "${BENCH_ARGS[@]}" --out "$OUT/gpu_vs_compile.json"
+fi
+
+# 7. the gpu tier: every op kind against the oracle in float32/float16/bfloat16, the small zoo, the
+# runtime. --dist loadscope: a module's tests stay on one worker, so its module-scoped builds (one per
+# dtype in test_gpu_ops.py) happen once. GPU_TEST_ARGS narrows the tier (e.g. -k float16).
+bstep gpu_tests 600 "$PY" -m pytest -q -m gpu -n 4 --dist loadscope -p no:cacheprovider tests/backends/cuda \
+  --junitxml="$OUT/gpu_tests.xml" -o junit_family=xunit1 ${GPU_TEST_ARGS:-}
+
+echo "== gpu_check: done after ${SECONDS}s; results in $OUT"

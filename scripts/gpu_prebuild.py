@@ -114,6 +114,9 @@ def main(argv=None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     cache = Path(tempfile.mkdtemp(prefix="aitgen_prebuild_cache_"))
     os.environ["AITGEN_CACHE_DIR"] = str(cache)   # fresh: only what these sets compile
+    # Keys by nvcc's release ("release 13.0"), not its patch build, which differs between this image
+    # and the GPU machine's; gpu_check.sh sets the same (codegen/deps.py tool_key).
+    os.environ["AITGEN_CACHE_TOOL_MATCH"] = "release"
     work = Path(tempfile.mkdtemp(prefix="aitgen_prebuild_work_"))
     kept: list[Path] = []
     report: dict = {"arch": args.arch, "budget_mib": args.budget_mib, "sets": {}}

@@ -19,7 +19,14 @@ __all__ = ["file_digest", "include_roots", "portable_flags", "portable_dep", "re
 def tool_key(compiler) -> str:
     """A compiler as cache keys see it (a locate.Tool): by name and version, not by where it is
     installed, so keys travel between machines."""
-    key = f"{compiler.path.name}\n{compiler.real_path.name}\n{compiler.version_text}"
+    version = compiler.version_text
+    if os.environ.get("AITGEN_CACHE_TOOL_MATCH") == "release":
+        # Opt-in, for objects prebuilt on one machine and linked on another (scripts/gpu_check.sh):
+        # the toolchains' release line ("release 13.0") rather than the whole --version, whose patch
+        # build differs between images of the same release. Objects of one nvcc release link
+        # together; the default keeps the exact version.
+        version = "\n".join(re.findall(r"release \d+\.\d+", version)) or version
+    key = f"{compiler.path.name}\n{compiler.real_path.name}\n{version}"
     if compiler.env:   # hipcc's HIP_PLATFORM picks what it compiles for (absent: keys as before)
         key += "\nenv:" + "\0".join(f"{k}={v}" for k, v in compiler.env)
     return key
