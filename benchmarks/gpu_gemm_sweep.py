@@ -11,6 +11,9 @@ grouping into one launch). A run costs a host round trip that a GEMM of a few hu
 does not hide, so the time per GEMM is (t(repeat) - t(1)) / (repeat - 1): two models, the same
 kernels (compiled once, the build cache shares them). torch gets the same difference of a
 chain of `repeat` and of 1 matmul. Each time is the median of --rounds rounds of --iters calls.
+That difference still counts a run's host work per input and output; the kernels' own device time,
+read by torch.profiler on the 1-GEMM model and one torch.matmul, is reported beside it
+(`*_kernel_ms`, `*_kernel_tflops`, `kernel_ratio_vs_torch`).
 The configs are the heuristic's, or with --profile the profiler's winners (aitgen.profiler, cached
 in the build cache dir, so a second run reuses them). Target: large bf16 >= 0.95x torch.
 
@@ -78,6 +81,24 @@ def build(name, dt, m, n, k, repeat, args, arch=None):
     return work, configs
 
 
+def kernel_ms(fn, torch, iters: int = 10) -> tuple[float, list[str]]:
+    """Device time per call of the kernels `fn` launches, read by torch.profiler (CUPTI, which sees
+    every kernel of the process, aitgen's too, graph replays included), and their names. Unlike the
+    wall-clock difference below, no host work is in it: a model run's Python and DLPack work per
+    input and output grows with --repeat, which the difference counts as GEMM time."""
+    from torch.profiler import ProfilerActivity, profile
+    fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(iters):
+            fn()
+        torch.cuda.synchronize()
+    kernels = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA
+               and not e.name.lower().startswith(("memcpy", "memset"))]
+    total_us = sum(e.time_range.end - e.time_range.start for e in kernels)
+    return total_us / iters / 1e3, sorted({e.name[:120] for e in kernels})
+
+
 def measure(entry: dict, tdt, args, torch, ag) -> None:
     """Time one shape at 1 and args.repeat GEMMs per run (aitgen and torch), into entry."""
     name, dt, m, n, k = entry["case"], entry["dtype"], entry["m"], entry["n"], entry["k"]
@@ -97,6 +118,12 @@ def measure(entry: dict, tdt, args, torch, ag) -> None:
                 entry["configs"] = configs
             ms[("aitgen", rep)] = median_ms(lambda mdl=model, f=feeds: mdl.run(f), torch.cuda.synchronize, args.iters,
                                             args.rounds)
+            if rep == 1:
+                try:
+                    entry["aitgen_kernel_ms"], entry["aitgen_kernels"] = kernel_ms(lambda: model.run(feeds), torch)
+                    entry["torch_kernel_ms"], entry["torch_kernels"] = kernel_ms(lambda: torch.matmul(a[0], b), torch)
+                except Exception as e:  # noqa: BLE001 - no CUPTI: the wall-clock figures stand alone
+                    entry["kernel_ms_error"] = f"{type(e).__name__}: {str(e)[:300]}"
         finally:
             model.close()
         ms[("torch", rep)] = median_ms(lambda r=rep, a=a, b=b: [torch.matmul(a[i], b) for i in range(r)],
@@ -108,6 +135,11 @@ def measure(entry: dict, tdt, args, torch, ag) -> None:
         entry[f"{who}_tflops"] = flop / (per * 1e-3) / 1e12 if per > 0 else None
     if entry["aitgen_tflops"] and entry["torch_tflops"]:
         entry["ratio_vs_torch"] = entry["aitgen_tflops"] / entry["torch_tflops"]
+    for who in ("aitgen", "torch"):   # from the kernels' own device time (kernel_ms)
+        if entry.get(f"{who}_kernel_ms"):
+            entry[f"{who}_kernel_tflops"] = flop / (entry[f"{who}_kernel_ms"] * 1e-3) / 1e12
+    if entry.get("aitgen_kernel_tflops") and entry.get("torch_kernel_tflops"):
+        entry["kernel_ratio_vs_torch"] = entry["aitgen_kernel_tflops"] / entry["torch_kernel_tflops"]
 
 
 def main(argv=None) -> int:
@@ -126,6 +158,9 @@ def main(argv=None) -> int:
         big = [c.get("ratio_vs_torch") for c in results["cases"]
                if c["dtype"] == "bfloat16" and c["m"] * c["n"] >= 4096 ** 2]
         results["large_bf16_min_ratio"] = min((r for r in big if r), default=None)
+        bigk = [c.get("kernel_ratio_vs_torch") for c in results["cases"]
+                if c["dtype"] == "bfloat16" and c["m"] * c["n"] >= 4096 ** 2]
+        results["large_bf16_min_kernel_ratio"] = min((r for r in bigk if r), default=None)
         out.write_text(json.dumps(results, indent=1))
 
     for dt in args.dtypes:

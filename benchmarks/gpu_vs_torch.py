@@ -161,6 +161,21 @@ def bench_model(name: str, args, torch) -> dict:
     med = entry["median_ms"]
     best = min(med["aitgen"], med["aitgen_cuda_graph"])
     entry["speedup"] = {f"vs_{k}": round(med[k] / best, 3) for k in ("torch_eager", "torch_compile") if k in med}
+    try:   # where aitgen's device time goes: its kernels by total time (torch.profiler sees them)
+        from torch.profiler import ProfilerActivity, profile
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            for _ in range(5):
+                graphed.run(dev)
+            sync()
+        per: dict = {}
+        for e in prof.events():
+            if e.device_type == torch.autograd.DeviceType.CUDA:
+                per[e.name[:100]] = per.get(e.name[:100], 0.0) + (e.time_range.end - e.time_range.start) / 5e3
+        entry["aitgen_device_ms"] = round(sum(per.values()), 4)
+        entry["aitgen_top_kernels_ms"] = dict(sorted(((k, round(v, 4)) for k, v in per.items()),
+                                                     key=lambda kv: -kv[1])[:12])
+    except Exception as e:  # noqa: BLE001 - no CUPTI: the timings above stand alone
+        entry["errors"]["profile"] = f"{type(e).__name__}: {e}"[:300]
     plain.close()
     graphed.close()
     return entry

@@ -55,7 +55,8 @@ def build_bench(arch: str, work: Path) -> None:
 def build_bandwidth(arch: str, work: Path) -> None:
     sys.path.insert(0, str(ROOT / "benchmarks"))
     import gpu_bandwidth
-    gpu_bandwidth.build_model(work / "bandwidth", arch)
+    for expr in ("gelu", "affine"):
+        gpu_bandwidth.build_model(work / "bandwidth", arch, expr=expr)
 
 
 def build_sweep(arch: str, work: Path) -> None:

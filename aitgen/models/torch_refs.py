@@ -48,7 +48,7 @@ class MHA(nn.Module):
         if mask is not None:
             scores = scores + mask
         if causal:
-            keep = torch.ones(s, s, dtype=torch.bool).tril()
+            keep = torch.ones(s, s, dtype=torch.bool, device=x.device).tril()
             scores = scores.masked_fill(~keep, float("-inf"))
         return (scores.softmax(-1) @ v).transpose(1, 2).reshape(b, s, e)
 
@@ -202,7 +202,7 @@ class Bert(nn.Module):
 
     def forward(self, input_ids, token_type_ids, attention_mask):
         e = self.embeddings
-        pos = torch.arange(input_ids.shape[1])[None]
+        pos = torch.arange(input_ids.shape[1], device=input_ids.device)[None]
         x = e.word_embeddings(input_ids) + e.position_embeddings(pos) + e.token_type_embeddings(token_type_ids)
         x = e.LayerNorm(x)
         mask = (1.0 - attention_mask[:, None, None, :].to(x.dtype)) * -10000.0
@@ -271,7 +271,7 @@ class GPT2(nn.Module):
 
     def forward(self, input_ids):
         t = self.transformer
-        x = t.wte(input_ids) + t.wpe(torch.arange(input_ids.shape[1])[None])
+        x = t.wte(input_ids) + t.wpe(torch.arange(input_ids.shape[1], device=input_ids.device)[None])
         for block in t.h:
             x = block(x)
         return t.ln_f(x) @ t.wte.weight.T  # tied LM head
