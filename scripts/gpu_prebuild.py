@@ -14,8 +14,8 @@ sit. scripts/gpu_check.sh unpacks the archive into its AITGEN_CACHE_DIR when it 
 Sets, in order, until the packed archive would pass --budget-mib (the device tool carries 64 MiB in
 all, the CUTLASS wheel included): smoke (test_gpu_smoke.py's build), bench (gpu_vs_torch.py's
 bert_base s128 and resnet50, float16), bandwidth (gpu_bandwidth.py), sweep (gpu_gemm_sweep.py's
-default shapes), catalogue (the gpu tier's op-catalogue builds: most of its units; an hour of
-nvcc on 2 cores, so give it a quiet machine). A set that does not fit is left out whole (its objects are removed from the
+default shapes), catalogue (the gpu tier's op-catalogue builds: most of its units; 8 minutes
+on 2 cores, 383 objects, 0.8 MiB packed; run it with --out .gpu_carry/catalogue). A set that does not fit is left out whole (its objects are removed from the
 archive), and the report says so. Writes .gpu_carry/prebuild.json: per set, seconds, objects, bytes.
 """
 from __future__ import annotations

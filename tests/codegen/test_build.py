@@ -347,3 +347,22 @@ def test_build_jobs_come_from_the_environment(monkeypatch):
         monkeypatch.setenv("AITGEN_BUILD_JOBS", bad)
         with pytest.raises(UsageError, match="AITGEN_BUILD_JOBS"):
             build_jobs()
+
+
+def test_release_matching_keys_ignore_the_patch_build_only(monkeypatch):
+    """AITGEN_CACHE_TOOL_MATCH=release (gpu_check.sh / gpu_prebuild.py): two nvcc builds of one
+    release share keys; another release, or the default exact matching, does not."""
+    from pathlib import Path
+    from aitgen.codegen.deps import tool_key
+
+    def nvcc(text):
+        return locate.Tool(Path("/usr/local/bin/nvcc"), Path("/opt/cuda/bin/nvcc"), text.splitlines()[-1], text)
+    a = nvcc("Cuda compilation tools, release 13.0, V13.0.88\nBuild cuda_13.0.r13.0/compiler.36424714_0")
+    b = nvcc("Cuda compilation tools, release 13.0, V13.0.48\nBuild cuda_13.0.r13.0/compiler.36260728_0")
+    c = nvcc("Cuda compilation tools, release 13.1, V13.1.80\nBuild cuda_13.1.r13.1/compiler.36836380_0")
+    monkeypatch.delenv("AITGEN_CACHE_TOOL_MATCH", raising=False)
+    assert len({tool_key(a), tool_key(b), tool_key(c)}) == 3
+    monkeypatch.setenv("AITGEN_CACHE_TOOL_MATCH", "release")
+    assert tool_key(a) == tool_key(b) != tool_key(c)
+    gxx = locate.Tool(Path("/usr/bin/g++"), Path("/usr/bin/g++-12"), "g++ 12.2.0", "g++ (Debian 12.2.0) 12.2.0")
+    assert tool_key(gxx).endswith("g++ (Debian 12.2.0) 12.2.0")   # no release line: the whole version
