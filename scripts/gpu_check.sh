@@ -4,11 +4,11 @@
 # one still runs. Results land in $OUT (default out/gpu_check; 8 files, the device tool's limit):
 #   summary.json       every step: exit status, seconds, and the figures below in one place
 #   gpu_tests.xml      the `gpu` pytest tier (junit)
-#   gpu_smoke.xml      one case of each kernel family (junit)
 #   gpu_vs_torch.json  bert_base (s128, b1) and resnet50 (b1), float16: aitgen vs torch eager
 #   gpu_vs_compile.json the same with torch.compile
 #   gemm_sweep.json    benchmarks/gpu_gemm_sweep.py: TFLOP/s vs torch.matmul
 #   gpu_bandwidth.json the fused element-wise kernel's GB/s vs a device copy
+#   gpu_streams.json   one multi-branch model with streams=1 and streams=4
 #   gpu_check.log      everything printed
 # Objects prebuilt without a GPU (scripts/gpu_prebuild.py -> .gpu_carry/cache.tar.xz) are unpacked
 # into the build cache first, so the steps link rather than compile what was carried.
@@ -36,20 +36,21 @@ export AITGEN_BUILD_JOBS="${AITGEN_BUILD_JOBS:-4}"
 LOG="$OUT/gpu_check.log"
 : >"$LOG"
 STEPS="$(mktemp)"
+# What summary.json carries whole stays here (the device tool brings back 8 files of $OUT).
+SCRATCH="$(mktemp -d)"
 
 # summary.json from what exists so far: rewritten after every step and by the EXIT trap, so a
 # time box, a kill or a crash of this script still leaves every finished step's figures.
 write_summary() {
-  "$PY" - "$OUT" "$STEPS" <<'PYEOF' 2>&1
+  "$PY" - "$OUT" "$STEPS" "$SCRATCH" <<'PYEOF' 2>&1
 import json, sys, xml.etree.ElementTree as ET
 from pathlib import Path
-out, steps = Path(sys.argv[1]), Path(sys.argv[2])
+out, steps, scratch = Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3])
 summary = {"steps": {}}
 for line in steps.read_text().splitlines():
     name, rc, secs, limit = line.split("\t")
     summary["steps"][name] = {"exit": int(rc), "seconds": int(secs), "limit": int(limit), "timed_out": rc == "124"}
-for key, xml in (("gpu_smoke", "gpu_smoke.xml"), ("gpu_tests", "gpu_tests.xml")):
-  junit = out / xml
+for key, junit in (("gpu_smoke", scratch / "gpu_smoke.xml"), ("gpu_tests", out / "gpu_tests.xml")):
   if junit.exists():
       root = ET.parse(junit).getroot()
       suites = [root] if root.tag == "testsuite" else list(root)
@@ -64,7 +65,7 @@ for key, xml in (("gpu_smoke", "gpu_smoke.xml"), ("gpu_tests", "gpu_tests.xml"))
                                           "message": (bad.get("message") or "")[:300]})
       tests["passed"] = tests["tests"] - tests["failures"] - tests["errors"] - tests["skipped"]
       summary[key] = tests
-for name in ("gpu_vs_torch", "gemm_sweep", "gpu_bandwidth", "gpu_vs_compile"):
+for name in ("gpu_vs_torch", "gemm_sweep", "gpu_bandwidth", "gpu_vs_compile", "gpu_streams"):
     p = out / f"{name}.json"
     if p.exists():
         try:
@@ -72,10 +73,11 @@ for name in ("gpu_vs_torch", "gemm_sweep", "gpu_bandwidth", "gpu_vs_compile"):
         except ValueError as e:
             summary[name] = {"error": f"unreadable: {e}"}
 (out / "summary.json").write_text(json.dumps(summary, indent=1))
-print(json.dumps({k: v for k, v in summary.items() if k not in ("gpu_vs_torch", "gpu_vs_compile")}, indent=1)[:4000])
+print(json.dumps({k: v for k, v in summary.items() if k not in ("gpu_vs_torch", "gpu_vs_compile", "gemm_sweep")},
+                 indent=1)[:4000])
 PYEOF
 }
-trap 'write_summary | tee -a "$LOG"; rm -f "$STEPS"' EXIT
+trap 'write_summary | tee -a "$LOG"; rm -rf "$STEPS" "$SCRATCH"' EXIT
 # A signal ends the script through exit, so the EXIT trap runs (a SIGKILL cannot be trapped: the
 # summary written after the last finished step is what is left then).
 trap 'exit 143' TERM
@@ -131,6 +133,7 @@ PLAN_TEXT="== gpu_check: the steps of a GPU run, in order, each in its own time 
   gpu_vs_torch      90 s  bert_base s128 b1, resnet50 b1, float16: aitgen (plain, CUDA graph) vs torch eager
   gemm_sweep        75 s  CUTLASS GEMMs vs torch.matmul (TFLOP/s), bf16/fp16, JSON after every shape
   gpu_bandwidth     30 s  the fused element-wise kernel's GB/s vs a device copy
+  gpu_streams       40 s  a multi-branch model with streams=1 and streams=4 (CUDA graphs), side by side
   gpu_vs_compile    90 s  the same two models with torch.compile added (its compile is a minute a model)
   gpu_tests       rest    the gpu tier: every op kind x float32/float16/bfloat16, the small zoo, the runtime
 Each step writes its JSON when it ends; summary.json is rewritten after every step and on exit."
@@ -159,7 +162,7 @@ bstep() {
 # 2. the smoke set: one case of each kernel family, float16, against the oracle; a broken family
 # shows here within a minute.
 bstep smoke 60 env CUDA_LAUNCH_BLOCKING=1 "$PY" -m pytest -q -m gpu -p no:cacheprovider tests/backends/cuda/test_gpu_smoke.py \
-  --junitxml="$OUT/gpu_smoke.xml" -o junit_family=xunit1
+  --junitxml="$SCRATCH/gpu_smoke.xml" -o junit_family=xunit1
 
 # 3. end-to-end latency against torch eager (float16, the GPU's arch: sm_90a on an H200)
 bstep gpu_vs_torch 90 "$PY" benchmarks/gpu_vs_torch.py --models bert_base resnet50 --precision float16 \
@@ -171,6 +174,9 @@ bstep gemm_sweep 75 "$PY" benchmarks/gpu_gemm_sweep.py --out "$OUT/gemm_sweep.js
 # 5. fused element-wise bandwidth
 bstep gpu_bandwidth 30 "$PY" benchmarks/gpu_bandwidth.py --out "$OUT/gpu_bandwidth.json" \
   $([[ "$QUICK" == 1 ]] && echo "--mib 128 --no-compile")
+
+# 5b. multi-stream scheduling: one multi-branch model with streams=1 and 4, as CUDA graphs
+bstep gpu_streams 40 "$PY" benchmarks/gpu_streams.py --out "$OUT/gpu_streams.json"
 
 # 6. the same against torch.compile: last of the benchmarks, since its compile may eat its box
 if [[ "$QUICK" != 1 ]]; then

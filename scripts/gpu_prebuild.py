@@ -9,14 +9,18 @@ sit. scripts/gpu_check.sh unpacks the archive into its AITGEN_CACHE_DIR when it 
 
     PYTHONPATH=. python scripts/gpu_prebuild.py                 # sm_90a (an H100/H200), budget 40 MiB
     python scripts/gpu_prebuild.py --arch sm_80 --only smoke    # one set
+    python scripts/gpu_prebuild.py --only tier --out .gpu_carry/tier     # the rest of the gpu tier
     # then: run(carry=[".whl", ".gpu_carry"], command="bash scripts/gpu_check.sh")
 
 Sets, in order, until the packed archive would pass --budget-mib (the device tool carries 64 MiB in
 all, the CUTLASS wheel included): smoke (test_gpu_smoke.py's build), bench (gpu_vs_torch.py's
 bert_base s128 and resnet50, float16), bandwidth (gpu_bandwidth.py), sweep (gpu_gemm_sweep.py's
-default shapes), catalogue (the gpu tier's op-catalogue builds: most of its units; 8 minutes
-on 2 cores, 383 objects, 0.8 MiB packed; run it with --out .gpu_carry/catalogue). A set that does not fit is left out whole (its objects are removed from the
-archive), and the report says so. Writes .gpu_carry/prebuild.json: per set, seconds, objects, bytes.
+default shapes), streams (gpu_streams.py's two builds), catalogue (the gpu tier's op-catalogue
+builds: most of its units; 8 minutes on 2 cores, 383 objects, 0.8 MiB packed), and, only when named,
+tier (every build of the gpu tier, run here in prebuild mode: about 25 minutes on 2 cores). Each
+run packs one archive: give later ones their own --out (.gpu_carry/<set>/), gpu_check.sh unpacks
+them all. A set that does not fit is left out whole (its objects are removed from the archive), and
+the report says so. Writes .gpu_carry/prebuild.json: per set, seconds, objects, bytes.
 """
 from __future__ import annotations
 
@@ -31,7 +35,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-SETS = ("smoke", "bench", "bandwidth", "sweep", "catalogue")
+SETS = ("smoke", "bench", "bandwidth", "sweep", "streams", "catalogue", "tier")
 
 
 def build_smoke(arch: str, work: Path) -> None:
@@ -71,6 +75,15 @@ def build_sweep(arch: str, work: Path) -> None:
                 gpu_gemm_sweep.build(name, dt, m, n, k, rep, args, arch=arch)
 
 
+def build_streams(arch: str, work: Path) -> None:
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import gpu_streams
+    args = gpu_streams.parse_args([])
+    args.workdir = str(work / "streams")
+    for n in (1, args.streams):
+        gpu_streams.build(args, n, arch=arch)
+
+
 def build_catalogue(arch: str, work: Path) -> None:
     """The gpu tier's op-catalogue builds (test_gpu_ops.py: every case, per dtype and fusion
     setting): the bulk of the tier's translation units."""
@@ -85,8 +98,21 @@ def build_catalogue(arch: str, work: Path) -> None:
                              load=False)
 
 
+def build_tier(arch: str, work: Path) -> None:
+    """Every build of the gpu tier (tests/backends/cuda -m gpu), the catalogue's included: the tier
+    runs here in prebuild mode (AITGEN_GPU_PREBUILD, tests/backends/cuda/conftest.py), where each
+    build compiles and its test skips instead of loading. Tests that touch a GPU before they build
+    fail here and are only counted."""
+    import subprocess
+    env = dict(os.environ, AITGEN_GPU_PREBUILD=arch, AITGEN_RUN_CUDA_COMPILE="0")
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-m", "gpu", "-p", "no:cacheprovider", "-n", "0",
+                           "--basetemp", str(work / "tier"), str(ROOT / "tests" / "backends" / "cuda")],
+                          cwd=ROOT, env=env, capture_output=True, text=True)
+    print("\n".join(proc.stdout.splitlines()[-3:]), flush=True)
+
+
 BUILDERS = {"smoke": build_smoke, "bench": build_bench, "bandwidth": build_bandwidth, "sweep": build_sweep,
-            "catalogue": build_catalogue}
+            "streams": build_streams, "catalogue": build_catalogue, "tier": build_tier}
 
 
 def entries(cache: Path) -> set[Path]:
@@ -107,7 +133,7 @@ def pack(cache: Path, members: list[Path], dest: Path) -> int:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--arch", default="sm_90a")
-    ap.add_argument("--only", nargs="*", choices=SETS, default=list(SETS))
+    ap.add_argument("--only", nargs="*", choices=SETS, default=list(SETS[:-1]))  # tier: opt-in (20 min)
     ap.add_argument("--budget-mib", type=float, default=40.0)
     ap.add_argument("--out", default=str(ROOT / ".gpu_carry"))
     args = ap.parse_args(argv)

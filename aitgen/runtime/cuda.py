@@ -10,6 +10,8 @@ DeviceArray (``__cuda_array_interface__``, ``.numpy()``). A run has finished on 
 """
 from __future__ import annotations
 
+import functools
+import math
 import queue
 from typing import Any, Callable, Optional, Sequence
 
@@ -138,6 +140,10 @@ class CudaIO:
     def __init__(self, input_specs: dict, output_specs: dict, device: int, rt=None):
         self.input_specs, self.output_specs, self.device, self.rt = input_specs, output_specs, device, rt
         self._staging: "queue.SimpleQueue[dict[str, DeviceBuffer]]" = queue.SimpleQueue()
+        # Sizes at the bounds, once: a run is on the latency path of batch-1 inference, where a
+        # numpy reduction per tensor (microseconds each) is a visible part of a run.
+        self._max_bytes = {name: _nbytes(spec.max_shape, spec.dtype)
+                           for name, spec in (*input_specs.items(), *output_specs.items())}
 
     def device_view(self, name: str, obj: Any) -> Optional[dlpack.DLView]:
         """A CUDA DLPack tensor as read in place; None for a host one (the caller copies it)."""
@@ -192,7 +198,7 @@ class CudaIO:
                     if n > top:  # checked here too: the staging buffer holds the largest shape only
                         raise RuntimeInputError(f"input '{name}': dim {axis} is {n}, above its largest allowed "
                                                 f"size {top}")
-                ptr = self._buffer(staging, "in:" + name, _nbytes(spec.max_shape, spec.dtype))
+                ptr = self._buffer(staging, "in:" + name, self._max_bytes[name])
                 copy_to_device(ptr, value, self.rt)
                 ptrs.append(ptr)
                 shapes.append(value.shape)
@@ -203,7 +209,7 @@ class CudaIO:
                     # A view at an offset (x[1:], a slice of a packed buffer): the kernels were built
                     # for 256-byte aligned bases (backend.yaml), so it is read through a staging copy
                     # rather than refused by a kernel's alignment check.
-                    ptr = self._buffer(staging, "in:" + name, _nbytes(spec.max_shape, spec.dtype))
+                    ptr = self._buffer(staging, "in:" + name, self._max_bytes[name])
                     copy_device_to_device(ptr, value.ptr, value.nbytes, self.rt)
                 ptrs.append(ptr)
                 shapes.append(value.shape)
@@ -211,9 +217,8 @@ class CudaIO:
                 "device" if frameworks else "host")
         outs, out_ptrs = [], []
         for name, spec in self.output_specs.items():
-            nbytes = _nbytes(spec.max_shape, spec.dtype)
             if mode == "host":
-                out_ptrs.append(self._buffer(staging, "out:" + name, nbytes))
+                out_ptrs.append(self._buffer(staging, "out:" + name, self._max_bytes[name]))
                 continue
             buf = _allocate(mode, spec, self.device, self.rt)
             outs.append(buf)
@@ -224,7 +229,7 @@ class CudaIO:
         result = {}
         for j, (name, spec) in enumerate(self.output_specs.items()):
             shape = tuple(out_shapes[j])
-            numel = int(np.prod(shape, dtype=np.int64))
+            numel = math.prod(shape)
             if mode == "host":
                 a = np.empty(shape, spec.dtype.np)
                 copy_to_host(a, out_ptrs[j], self.rt)
@@ -249,16 +254,22 @@ def _current_stream(mode: str, device: int) -> int:
 
 
 def _nbytes(shape, dtype: DType) -> int:
-    return int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    return math.prod(int(d) for d in shape) * dtype.itemsize
+
+
+@functools.lru_cache(maxsize=None)
+def _torch_dtype(dtype: DType):
+    import torch
+    return {DType.float32: torch.float32, DType.float16: torch.float16, DType.bfloat16: torch.bfloat16,
+            DType.int8: torch.int8, DType.int32: torch.int32, DType.int64: torch.int64, DType.bool: torch.bool,
+            DType.uint8: torch.uint8}[dtype]
 
 
 def _allocate(mode: str, spec, device: int, rt=None):
-    numel = int(np.prod(spec.max_shape, dtype=np.int64))
+    numel = math.prod(int(d) for d in spec.max_shape)
     if mode == "torch":
         import torch
-        dt = {DType.float32: torch.float32, DType.float16: torch.float16, DType.bfloat16: torch.bfloat16,
-              DType.int8: torch.int8, DType.int32: torch.int32, DType.int64: torch.int64, DType.bool: torch.bool}
-        return torch.empty(max(numel, 1), dtype=dt[spec.dtype], device=f"cuda:{device}")
+        return torch.empty(max(numel, 1), dtype=_torch_dtype(spec.dtype), device=torch.device("cuda", device))
     if mode == "cupy":
         import cupy
         with cupy.cuda.Device(device):

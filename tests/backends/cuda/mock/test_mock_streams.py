@@ -4,6 +4,9 @@ mock device's happens-before check: every launch that reads or writes bytes anot
 graphs and a multi-tower model, eager and as CUDA graphs; a planted missing wait is caught."""
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -14,28 +17,8 @@ from aitgen.codegen.streams import schedule
 from aitgen.errors import MockDeviceError
 from aitgen.runtime.model import Model
 
-
-def towers(seed: int, n_towers: int = 3, depth: int = 3):
-    """Independent towers of element-wise ops, reductions and float32 GEMMs (SIMT kernels: cheap
-    to build) over one input, joined at the end."""
-    rng = np.random.default_rng(seed)
-    x = ag.Tensor([ag.IntVar("b", 1, 8), 32], dtype="float32", name="x")
-    outs = []
-    for t in range(n_towers):
-        h = x
-        for k in range(depth):
-            choice = rng.integers(0, 3)
-            if choice == 0:
-                h = ops.relu(ops.matmul(h, ag.constant(rng.standard_normal((32, 32)).astype(np.float32))))
-            elif choice == 1:
-                h = ops.tanh(h) * float(rng.uniform(0.5, 2))
-            else:
-                h = h - ops.reduce_mean(h, axes=-1, keepdims=True)
-        outs.append(h)
-    y = outs[0]
-    for o in outs[1:]:
-        y = y + o
-    return {"y": y, "t0": outs[0]}
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from cuda_helpers import towers  # noqa: E402 - the cuda folder, put on sys.path above
 
 
 def run_on_mock(work, graph: bool):
