@@ -142,8 +142,8 @@ class CudaIO:
         self._staging: "queue.SimpleQueue[dict[str, DeviceBuffer]]" = queue.SimpleQueue()
         # Sizes at the bounds, once: a run is on the latency path of batch-1 inference, where a
         # numpy reduction per tensor (microseconds each) is a visible part of a run.
-        self._max_bytes = {name: _nbytes(spec.max_shape, spec.dtype)
-                           for name, spec in (*input_specs.items(), *output_specs.items())}
+        self._max_bytes = {**{"in:" + n: _nbytes(s.max_shape, s.dtype) for n, s in input_specs.items()},
+                           **{"out:" + n: _nbytes(s.max_shape, s.dtype) for n, s in output_specs.items()}}
 
     def device_view(self, name: str, obj: Any) -> Optional[dlpack.DLView]:
         """A CUDA DLPack tensor as read in place; None for a host one (the caller copies it)."""
@@ -198,7 +198,7 @@ class CudaIO:
                     if n > top:  # checked here too: the staging buffer holds the largest shape only
                         raise RuntimeInputError(f"input '{name}': dim {axis} is {n}, above its largest allowed "
                                                 f"size {top}")
-                ptr = self._buffer(staging, "in:" + name, self._max_bytes[name])
+                ptr = self._buffer(staging, "in:" + name, self._max_bytes["in:" + name])
                 copy_to_device(ptr, value, self.rt)
                 ptrs.append(ptr)
                 shapes.append(value.shape)
@@ -209,7 +209,7 @@ class CudaIO:
                     # A view at an offset (x[1:], a slice of a packed buffer): the kernels were built
                     # for 256-byte aligned bases (backend.yaml), so it is read through a staging copy
                     # rather than refused by a kernel's alignment check.
-                    ptr = self._buffer(staging, "in:" + name, self._max_bytes[name])
+                    ptr = self._buffer(staging, "in:" + name, self._max_bytes["in:" + name])
                     copy_device_to_device(ptr, value.ptr, value.nbytes, self.rt)
                 ptrs.append(ptr)
                 shapes.append(value.shape)
@@ -218,7 +218,7 @@ class CudaIO:
         outs, out_ptrs = [], []
         for name, spec in self.output_specs.items():
             if mode == "host":
-                out_ptrs.append(self._buffer(staging, "out:" + name, self._max_bytes[name]))
+                out_ptrs.append(self._buffer(staging, "out:" + name, self._max_bytes["out:" + name]))
                 continue
             buf = _allocate(mode, spec, self.device, self.rt)
             outs.append(buf)

@@ -241,3 +241,17 @@ def test_cuda_graphs_are_on_by_default_for_static_shapes(cuda_toolchain, mlp_sm8
     with pytest.raises(ag.errors.RuntimeInputTypeError, match="cuda_graph must be"):
         ag.compile_model(ag.ops.sigmoid(x), target="cuda", arch="sm_80", workdir=tmp_path / "t", load=False,
                          cuda_graph="yes")
+
+
+@pytest.mark.cuda_compile
+def test_an_output_named_like_an_input_keeps_its_own_staging(cuda_toolchain, tmp_path):
+    """An output may share its name with an input ({"x": f(x)}): the staging buffers of the two are
+    sized apart (the input's 64x16, not the output's 64), so the input's copy stays in bounds."""
+    from aitgen import ops
+    x = ag.Tensor([ag.IntVar("b", 1, 64), 16], dtype="float16", name="x")
+    work = ag.compile_model({"x": ops.reduce_sum(x, axes=-1)}, target="cuda", arch="sm_80", workdir=tmp_path / "m",
+                            load=False)
+    with Model.load(work, mock_device=True) as m:
+        for rows in (64, 3, 64):
+            assert m.run({"x": np.ones((rows, 16), np.float16)})["x"].shape == (rows,)
+            assert not m.mock_run().failures
