@@ -13,7 +13,8 @@ from ..ir.tensor import Tensor
 from ..memory import MemoryPlan, align
 from .cexpr import CODE, dim_expr
 from .lower import OutputRef
-from .spec import VARS_PTR, KernelCall, VarSlot
+from .bounds import link_bounds
+from .spec import VARS_PTR, BoundRef, BoundSlot, KernelCall, VarSlot
 from .streams import schedule
 
 MAX_RANK = 8  # AIT_MAX_RANK in backends/common/include/aitgen/runtime.h
@@ -94,6 +95,10 @@ def build_program(graph: Graph, plan: MemoryPlan, calls: list[KernelCall], const
     (`| cstr`), so nothing here quotes or escapes. `streams` > 1: each call gets a stream and the
     events that order it (codegen/streams.py); `drop_wait` plants a missing one (tests)."""
     check_limits(graph, plan, constants)
+    # Bound slots (codegen/bounds.py): doubles after the arena's tensors, one per linked producer.
+    slots_at = align(plan.arena_bytes, 64)
+    arena_bytes = slots_at + 8 * link_bounds(calls) if any(
+        isinstance(t, BoundRef) for c in calls for t in c.ptrs) else plan.arena_bytes
     var_index, checks = bind_vars(graph)
     for c in calls:  # a size a kernel binds that no kept tensor has (an unused Split part): a slot still
         for d in c.dims:
@@ -111,7 +116,11 @@ def build_program(graph: Graph, plan: MemoryPlan, calls: list[KernelCall], const
     const_idx = {tid: c["index"] for tid, c in constants.items()}
 
     def ptr(t) -> str:
-        if t == VARS_PTR:
+        if t is None or isinstance(t, BoundRef):  # an unlinked bound slot
+            return "nullptr"
+        if isinstance(t, BoundSlot):
+            return f"ctx->arena + {slots_at + 8 * t.index}"
+        if isinstance(t, str) and t == VARS_PTR:
             return t
         if isinstance(t, OutputRef):
             return f"ctx->outputs[{out_names.index(t.name)}]"
@@ -134,6 +143,10 @@ def build_program(graph: Graph, plan: MemoryPlan, calls: list[KernelCall], const
 
     def span(t, written: bool) -> tuple:
         """(buffer, first byte, end byte, written) of a call's operand, for the stream scheduler."""
+        if t is None or isinstance(t, BoundRef):
+            return ("nullptr", 0, 0, False)
+        if isinstance(t, BoundSlot):
+            return ("arena", slots_at + 8 * t.index, slots_at + 8 * t.index + 8, written)
         tensor = graph.outputs[t.name] if isinstance(t, OutputRef) else t
         if not isinstance(t, OutputRef) and t in plan.offsets:
             return ("arena", plan.offsets[t], plan.offsets[t] + tensor.nbytes_upper(), written)
@@ -175,7 +188,7 @@ def build_program(graph: Graph, plan: MemoryPlan, calls: list[KernelCall], const
         "inputs": inputs,
         "outputs": outputs,
         "constants": sorted(constants.values(), key=lambda c: c["index"]),
-        "arena_bytes": plan.arena_bytes,
+        "arena_bytes": arena_bytes,
         "num_vars": len(var_index),
         "weights_header_bytes": weights_header_bytes,
         "checks": checks,

@@ -59,6 +59,20 @@ CONSTANTS_VERSION = "ctx->constants_version"
 VARS_PTR = "const_cast<int64_t*>(ctx->vars)"
 
 
+@dataclasses.dataclass(frozen=True, eq=False)
+class BoundRef:
+    """A ptrs entry: where a bound on |values| of `tensor` lies during the run (a double in the
+    arena), for kernels that carry bounds from producer to reader (codegen/bounds.py links them;
+    one left unlinked is a null pointer)."""
+    tensor: Any
+
+
+@dataclasses.dataclass(frozen=True)
+class BoundSlot:
+    """A linked BoundRef: slot `index` of the run's bound slots (after the arena's tensors)."""
+    index: int
+
+
 @dataclasses.dataclass(frozen=True)
 class VarSlot:
     """A dims entry: the index of `var` in the dim table (where a kernel writes a produced size)."""

@@ -263,6 +263,7 @@ std::shared_ptr<Entry> make_matmul(const MatmulConfig& cfg, const int64_t* d) {
   e->wei = strided_md(r, d + 2 * r, d + 3 * r, cfg.quant ? dt::s8 : t);
   stage_dst(*e, strided_md(r, d + 4 * r, d + 5 * r, t_dst));
   e->reduce_len = d[r - 1];  // K
+  e->reduce_mask = 1u << (r - 2);  // b [.., K, N]: K
   if (cfg.has_bias) {
     e->has_bias = true;
     e->bias = strided_md(r, d + 6 * r, d + 7 * r, t);
@@ -384,6 +385,7 @@ std::shared_ptr<Entry> make_direct_conv(const ConvConfig& cfg, const int64_t* d,
   e->wei = strided_md(wr, w, w + wr, cfg.quant ? dt::s8 : t);
   stage_dst(*e, strided_md(4, o, o + 4, t_dst));
   e->reduce_len = w[wr - 3] * w[wr - 2] * w[wr - 1];  // input channels (of a group) x kh x kw
+  e->reduce_mask = 7u << (wr - 3);
   // Always `any`: with plain OHWI weights oneDNN falls back to its reference convolution. A
   // constant weight is packed once, one computed at run time is reordered on every call.
   const dnnl::memory::desc wei(e->wei.get_dims(), e->wei.get_data_type(), dnnl::memory::format_tag::any);
@@ -451,36 +453,51 @@ void run_sgemm(const Entry& e, O* out, const T* src, const T* wei, const T* bias
   }
 }
 
-// Whether the guarded post-ops of `e` may run on this call (aitgen/onednn_guard.h): the operands'
-// bounds prove every value they read finite. `version` >= 0: the weight is a constant of that
-// version, and its bound is kept until the address or version changes.
-bool guard_holds(Entry& e, const Epilogue& ep, void* const* p, const void* src, const void* wei, const void* bias,
-                 int64_t version) {
+std::atomic<int64_t> g_operand_scans{0};  // ait_onednn_operand_scans: what the slots save
+
+// An operand's bound: its slot's where finite, else a scan of it (counted), or +inf without `scan`.
+double operand_bound(const Slots& sl, int j, const void* ptr, const dnnl::memory::desc& md, bool scan) {
+  const double b = sl.in(j);
+  if (b < kFiniteBound) return b;
+  if (!scan) return INFINITY;
+  g_operand_scans.fetch_add(1, std::memory_order_relaxed);
+  return absmax(ptr, md);
+}
+
+// A bound on every value of `e`'s result through its post-op chain (aitgen/onednn_guard.h), +inf
+// where the operands prove nothing: under kFiniteBound, the guarded post-ops of `e` may run. Operands
+// are bounded by their slots, else scanned (`scan`; without it, +inf where a slot is missing).
+// `version` >= 0: the weight is a constant of that version, and its row bound (max_row_l1) is kept
+// until the address or version changes; a weight computed at run time gives K max|w|.
+double guard_bound(Entry& e, const Epilogue& ep, void* const* p, const void* src, const void* wei, const void* bias,
+                   int64_t version, const Slots& sl, bool scan) {
   double w = -1.0;
   if (version >= 0) {
     std::lock_guard<std::mutex> lock(e.wei_bound_mu);
     auto it = e.wei_bounds.find(wei);
     if (it != e.wei_bounds.end() && it->second.first == version) w = it->second.second;
   }
-  if (w < 0.0) {  // a weight computed at run time, or a constant seen first (or changed)
-    w = absmax(wei, e.wei);
-    if (version >= 0) {
+  if (w < 0.0) {
+    if (version >= 0) {  // a constant seen first (or changed): its rows' L1 norms, once
+      w = max_row_l1(wei, e.wei, e.reduce_mask);
       std::lock_guard<std::mutex> lock(e.wei_bound_mu);
       if (e.wei_bounds.size() >= 4096) e.wei_bounds.clear();  // a bound on what a long run can leave
       e.wei_bounds[wei] = {version, w};
+    } else {
+      w = static_cast<double>(e.reduce_len) * operand_bound(sl, 2, wei, e.wei, scan);
     }
   }
-  if (!(w < kFiniteBound)) return false;
-  double acc = static_cast<double>(e.reduce_len) * absmax(src, e.src) * w;
-  if (e.has_bias) acc += absmax(bias, e.bias);
-  if (!(acc < kFiniteBound)) return false;
+  if (!(w < kFiniteBound)) return INFINITY;
+  double acc = operand_bound(sl, 1, src, e.src, scan) * w;
+  if (e.has_bias) acc += absmax(bias, e.bias);  // [N]: small, not counted
+  if (!(acc < kFiniteBound)) return INFINITY;
   const double b = chain_bound(ep, acc, [&](int i) {
     for (const BinaryArg& a : e.binaries) {
-      if (a.arg == (DNNL_ARG_ATTR_MULTIPLE_POST_OP(i) | DNNL_ARG_SRC_1)) return absmax(p[a.ptr], a.md);
+      if (a.arg == (DNNL_ARG_ATTR_MULTIPLE_POST_OP(i) | DNNL_ARG_SRC_1)) return operand_bound(sl, a.ptr, p[a.ptr], a.md, scan);
     }
     return static_cast<double>(INFINITY);
   });
-  return b < kFiniteBound;
+  return b < kFiniteBound ? b : INFINITY;
 }
 
 // out = epilogue(src * wei (+ bias)) for one storage type T of the operands and O of the result (T,
@@ -489,7 +506,9 @@ bool guard_holds(Entry& e, const Epilogue& ep, void* const* p, const void* src, 
 template <typename T, typename O, bool kConvert, typename Make>
 void dispatch(KernelState* st, bool prepack, int nkey, const Epilogue& ep, void* const* p, const int64_t* d,
               const int64_t* out_sizes, int out_rank, int channel_axis, bool has_bias, bool empty, int src_offset,
-              Make&& make) {
+              int bound_at, Make&& make) {
+  const Slots sl{bound_at >= 0 ? p + bound_at : nullptr};
+  if (double* o = sl.out()) *o = INFINITY;  // until this call proves better: every path writes its slot
   O* out = static_cast<O*>(p[0]);
   const T* bias = has_bias ? static_cast<const T*>(p[3]) : nullptr;
   const int64_t out_elems = numel(out_rank, out_sizes);
@@ -505,6 +524,14 @@ void dispatch(KernelState* st, bool prepack, int nkey, const Epilogue& ep, void*
     if constexpr (std::is_same<T, float>::value && std::is_same<O, float>::value && !kConvert) {
       if (run_winograd(*e, out, src, static_cast<const float*>(p[2]), bias, st->packs, d[nkey])) {
         if (ep.loop) ep.loop(p, d);
+        double* o = sl.out();
+        if (o != nullptr && (ep.post_ops != nullptr || !ep.loop)) {  // the loop ran the post-op chain
+          // The direct form's bound (its entry holds the weight's and the operands' descriptors);
+          // Winograd's result (finite: run_winograd checked) differs from the exact sum by about
+          // 1e-5 of its magnitude, so twice the bound holds it with room to spare.
+          const double b = guard_bound(*e->direct, ep, p, src, p[2], bias, d[nkey], sl, true);
+          if (b < kFiniteBound) *o = 2.0 * b * slot_margin(e->direct->reduce_len);
+        }
         return;
       }
       if (!e->direct_listed.exchange(true)) record(e->name, "convolution", *e->direct);
@@ -518,12 +545,23 @@ void dispatch(KernelState* st, bool prepack, int nkey, const Epilogue& ep, void*
     if (ep.loop) ep.loop(p, d);
     return;
   }
-  if (e->plain && !guard_holds(*e, ep, p, src, static_cast<const T*>(p[2]), bias, prepack ? d[nkey] : -1)) {
-    e = e->plain;  // guarded post-ops on values not proved finite: the plain primitive, then the loop
+  const T* wei = static_cast<const T*>(p[2]);
+  const int64_t version = prepack ? d[nkey] : -1;
+  double bound = INFINITY;  // on every value of the result, for its slot
+  if (e->plain) {
+    bound = guard_bound(*e, ep, p, src, wei, bias, version, sl, true);
+    if (!(bound < kFiniteBound)) e = e->plain;  // guarded post-ops on values not proved finite: the plain primitive, then the loop
+  } else if (sl.out() != nullptr && (e->post_ops || !ep.loop)) {
+    // No guard needs it, but a reader does: scan here what no slot bounds (this input, rather
+    // than the reader the output, often the larger).
+    bound = guard_bound(*e, ep, p, src, wei, bias, version, sl, true);
   }
-  run<T, O, kConvert>(*e, out, src, static_cast<const T*>(p[2]), bias,
-                   prepack ? &st->packs : nullptr, prepack ? d[nkey] : 0, p);
-  if (ep.loop && !e->post_ops) ep.loop(p, d);
+  run<T, O, kConvert>(*e, out, src, wei, bias, prepack ? &st->packs : nullptr, prepack ? d[nkey] : 0, p);
+  if (ep.loop && !e->post_ops) {
+    ep.loop(p, d);
+  } else if (double* o = sl.out(); o != nullptr && bound < kFiniteBound) {
+    *o = bound * slot_margin(e->reduce_len);
+  }
 }
 
 template <typename... Args>
@@ -557,10 +595,10 @@ void matmul(const MatmulConfig& cfg, KernelState* st, void* const* p, const int6
   }
   // Channels of the bias (N) are the output's last axis; K is a's last size.
   by_storage(cfg.storage, cfg.convert, cfg.f32_dst, st, cfg.prepack, cfg.nkey, cfg.epilogue, p, d, d + 4 * r, r, r - 1,
-             cfg.has_bias, d[r - 1] == 0, cfg.src_offset, [&] { return make_matmul(cfg, d); });
+             cfg.has_bias, d[r - 1] == 0, cfg.src_offset, -1, [&] { return make_matmul(cfg, d); });
 }
 
-void conv(const ConvConfig& cfg, KernelState* st, void* const* p, const int64_t* d) {
+void conv(const ConvConfig& cfg, KernelState* st, void* const* p, const int64_t* d, int bound_at) {
   if (cfg.quant) {  // O: the output's axis 1
     const int64_t* o = d + 8 + 2 * cfg.wei_rank;
     const QuantRun qr{cfg.quant, cfg.scales_ptr, cfg.out_quant, cfg.src_int8, o[1]};
@@ -569,7 +607,7 @@ void conv(const ConvConfig& cfg, KernelState* st, void* const* p, const int64_t*
   }
   // out [N, O, HO, WO] sits after x's 8 dims and the weight's; channels are its axis 1; C is x's.
   by_storage(cfg.storage, cfg.convert, cfg.f32_dst, st, cfg.prepack, cfg.nkey, cfg.epilogue, p, d, d + 8 + 2 * cfg.wei_rank, 4, 1,
-             cfg.has_bias, d[1] == 0, -1, [&] { return make_conv(cfg, d); });
+             cfg.has_bias, d[1] == 0, -1, bound_at, [&] { return make_conv(cfg, d); });
 }
 
 }  // namespace onednn
@@ -592,6 +630,11 @@ extern "C" int64_t ait_onednn_impls(char* buf, int64_t cap) {
     buf[n] = '\0';
   }
   return static_cast<int64_t>(text.size());
+}
+
+// Operand scans the guards made (process-wide, since load): tests compare builds with and without slots.
+extern "C" int64_t ait_onednn_operand_scans(void) {
+  return ait::onednn::g_operand_scans.load(std::memory_order_relaxed);
 }
 
 extern "C" int64_t ait_onednn_generation(void) {

@@ -14,6 +14,7 @@ from ....ir.dims import Dim, IntImm
 from ....ir.dtype import DType
 from ....ir.op import Op, OpKind
 from ...lower import LowerContext, lowering
+from ...bounds import bound_refs
 from ...spec import CONSTANTS_VERSION, KernelCall, KernelSpec
 from . import epilogue
 from .gemm import Md, dense_strides, is_constant, md_dims, onednn_types, quant_operands, quant_params, result_types
@@ -85,10 +86,15 @@ def lower_conv(op: Op, ctx: LowerContext) -> list[KernelCall]:
     winograd = bool(getattr(ctx.opts, "winograd", True) and quant is None and not transposed and a.groups == 1
                     and tuple(a.stride) == (1, 1) and tuple(a.dilation) == (1, 1) and w.shape[1] == 3
                     and w.shape[2] == 3 and prepack and x.dtype is DType.float32 and out.dtype is DType.float32)
+    # Float kernels carry bounds on |values| from producer to reader (codegen/bounds.py): a slot per
+    # pointer after them. int8 kernels have no guards.
+    slots = {} if quant is not None else {"bound_at": len(ptrs)}
     spec = KernelSpec.make(ctx.template("conv_onednn.cpp.j2"), transposed=transposed, wei_rank=len(wei[0]),
                            strides=list(a.stride), dilates=[d - 1 for d in a.dilation], padding_l=[pt, pl],
                            padding_r=pad_r, has_bias=bias is not None, prepack=prepack, nkey=len(dims),
-                           winograd=winograd, **types, **ep, **qp)
+                           winograd=winograd, **types, **ep, **qp, **slots)
+    if slots:
+        ptrs = ptrs + bound_refs(ptrs)
     return [KernelCall(spec, ptrs, dims + ([CONSTANTS_VERSION] if prepack else []) + loop_dims,
                        op.name or op.kind.value)]
 

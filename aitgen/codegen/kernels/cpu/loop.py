@@ -23,7 +23,7 @@ from ....ir.dims import prod
 from ....ir.op import Op, OpKind
 from ...loop_body import workspace_layout
 from ...lower import LowerContext, OutputRef, lower_graph, lowering
-from ...spec import VARS_PTR, KernelCall, KernelSpec, VarSlot
+from ...spec import VARS_PTR, BoundRef, KernelCall, KernelSpec, VarSlot
 
 
 @lowering("cpu", OpKind.LOOP)
@@ -97,6 +97,8 @@ def lower_loop(op: Op, ctx: LowerContext) -> list[KernelCall]:
         return f"p[{cap0 + i - 2 - nc - nx}]"
 
     def ptr(t) -> str:
+        if t is None or isinstance(t, BoundRef):  # bound slots link only in the top-level sequence
+            return "nullptr"
         if isinstance(t, OutputRef):
             return dest(names.index(t.name))
         if isinstance(t, str):  # VARS_PTR: refused by prepare_loops already

@@ -129,6 +129,104 @@ inline double absmax(const void* ptr, const dnnl::memory::desc& md) {
   return v;
 }
 
+// |v| of one element of type t at p as a double; +inf for a NaN or an infinity.
+inline double abs_at(const char* p, dnnl::memory::data_type t) {
+  using dt = dnnl::memory::data_type;
+  uint32_t b = 0;
+  float v;
+  if (t == dt::f32) {
+    std::memcpy(&b, p, 4);
+    b &= 0x7fffffffu;
+    if (b >= 0x7f800000u) return INFINITY;
+    std::memcpy(&v, &b, 4);
+    return v;
+  }
+  std::memcpy(&b, p, 2);
+  b &= 0x7fffu;
+  if (t == dt::bf16) {
+    if (b >= 0x7f80u) return INFINITY;
+    b <<= 16;
+    std::memcpy(&v, &b, 4);
+    return v;
+  }
+  if (b >= 0x7c00u) return INFINITY;  // float16
+  const int e = static_cast<int>(b >> 10), f = static_cast<int>(b & 0x3ff);
+  return e == 0 ? std::ldexp(static_cast<double>(f), -24) : std::ldexp(static_cast<double>(1024 + f), e - 25);
+}
+
+// The largest L1 norm of one output's weights: max over the kept dims of the sum over the dims in
+// reduce_mask (bit j: dim j; a conv's I, KH, KW, a matmul's K) of |w|. |acc| <= max|x| * this +
+// max|bias|, tighter than K max|w| by the ratio of the largest weight to the mean one, so a bound
+// carried from kernel to kernel (Slots) stays finite for more of them. +inf on NaN or infinity.
+// Run once per constant weight and constants version (Entry::wei_bounds).
+inline double max_row_l1(const void* ptr, const dnnl::memory::desc& md, unsigned reduce_mask) {
+  const auto dims = md.get_dims();
+  const auto strides = md.get_strides();
+  const int r = static_cast<int>(dims.size());
+  if (r == 0 || strides.size() != dims.size()) return INFINITY;
+  const auto t = md.get_data_type();
+  using dt = dnnl::memory::data_type;
+  if (t != dt::f32 && t != dt::bf16 && t != dt::f16) return INFINITY;
+  const int64_t sz = t == dt::f32 ? 4 : 2;
+  int64_t kn[DNNL_MAX_NDIMS], ks[DNNL_MAX_NDIMS], rn[DNNL_MAX_NDIMS], rs[DNNL_MAX_NDIMS];
+  int nk = 0, nr = 0;
+  int64_t outer = 1, inner = 1;
+  for (int j = 0; j < r; ++j) {
+    if (dims[j] == 0) return 0.0;
+    if ((reduce_mask >> j) & 1u) {
+      rn[nr] = dims[j];
+      rs[nr++] = strides[j] * sz;
+      inner *= dims[j];
+    } else {
+      kn[nk] = dims[j];
+      ks[nk++] = strides[j] * sz;
+      outer *= dims[j];
+    }
+  }
+  double best = 0.0;
+#pragma omp parallel for reduction(max : best) schedule(static) if (outer * inner > (1 << 16))
+  for (int64_t o = 0; o < outer; ++o) {
+    int64_t off = 0, rem = o;
+    for (int j = nk - 1; j >= 0; --j) {
+      off += (rem % kn[j]) * ks[j];
+      rem /= kn[j];
+    }
+    const char* base = static_cast<const char*>(ptr) + off;
+    int64_t idx[DNNL_MAX_NDIMS] = {0}, roff = 0;
+    double sum = 0.0;
+    for (int64_t i = 0; i < inner; ++i) {
+      sum += abs_at(base + roff, t);
+      for (int j = nr - 1; j >= 0; --j) {  // the next reduced index, the last dim fastest
+        if (++idx[j] < rn[j]) {
+          roff += rs[j];
+          break;
+        }
+        roff -= (rn[j] - 1) * rs[j];
+        idx[j] = 0;
+      }
+    }
+    best = std::max(best, sum);
+  }
+  return best;
+}
+
+// Bounds carried between the kernels of one run (aitgen/codegen/bounds.py). A kernel built with
+// slots gets, after its own pointers p[0..n), n more: s[0] its output's, s[j] pointer j's (nullptr
+// where no kernel of the run bounds that tensor). The producer writes its output's slot on every
+// call (+inf where it proves nothing), before any reader runs; a reader takes a finite slot instead
+// of scanning the operand. Slots live in the run's arena, so concurrent runtimes have their own.
+struct Slots {
+  void* const* s = nullptr;
+  double* out() const { return s != nullptr ? static_cast<double*>(s[0]) : nullptr; }
+  double in(int j) const {  // +inf: not known
+    return s != nullptr && s[j] != nullptr ? *static_cast<const double*>(s[j]) : static_cast<double>(INFINITY);
+  }
+};
+
+// What a bound carried into a slot allows for rounding: float32 accumulation of `k` products and
+// the post-ops and store in the result's type (bfloat16: 2^-9), with room to spare.
+inline double slot_margin(int64_t k) { return 1.0 + 0x1p-6 + static_cast<double>(k) * 0x1p-22; }
+
 // The bound through the post-op chain from the accumulator's bound `acc`; `operand(i)` is the
 // bound of post-op i's binary operand. Infinite (not finite) for a chain it cannot bound.
 template <typename Operand>
@@ -141,6 +239,12 @@ inline double chain_bound(const Epilogue& ep, double acc, Operand&& operand) {
       case PostAlg::gelu_erf: break;  // |f(x)| <= |x|
       case PostAlg::linear: b = std::fabs(op.alpha) * b + std::fabs(op.beta); break;
       case PostAlg::clip:  // |clip(x)| <= max(|x|, |lo|, |hi|); an open side (FLT_MAX) bounds nothing
+        if (std::fabs(op.alpha) < kFiniteBound && std::fabs(op.beta) < kFiniteBound) {
+          // Both sides closed: the result lies in [lo, hi] whatever x was (x is finite: the loop
+          // stops at the first step whose bound is not, so no earlier overflow hides behind this).
+          b = std::max(std::fabs(op.alpha), std::fabs(op.beta));
+          break;
+        }
         for (const float e : {op.alpha, op.beta})
           if (std::fabs(e) < kFiniteBound) b = std::max(b, static_cast<double>(std::fabs(e)));
         break;

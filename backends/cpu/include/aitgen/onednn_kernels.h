@@ -110,7 +110,8 @@ struct KernelState;
 KernelState* new_state();
 
 void matmul(const MatmulConfig& cfg, KernelState* state, void* const* p, const int64_t* d);
-void conv(const ConvConfig& cfg, KernelState* state, void* const* p, const int64_t* d);
+// bound_at >= 0: p[bound_at..] are the call's bound slots (Slots in aitgen/onednn_guard.h).
+void conv(const ConvConfig& cfg, KernelState* state, void* const* p, const int64_t* d, int bound_at = -1);
 
 }  // namespace onednn
 }  // namespace ait
@@ -127,6 +128,7 @@ void conv(const ConvConfig& cfg, KernelState* state, void* const* p, const int64
 extern "C" {
 __attribute__((visibility("default"))) int64_t ait_onednn_impls(char* buf, int64_t cap);
 __attribute__((visibility("default"))) int64_t ait_onednn_generation(void);
+__attribute__((visibility("default"))) int64_t ait_onednn_operand_scans(void);
 }
 
 #endif  // AITGEN_ONEDNN_KERNELS_H_

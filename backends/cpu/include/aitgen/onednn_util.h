@@ -370,6 +370,7 @@ struct Entry {
   // version (layers of one shape share a kernel, so its entry sees each of their weights in turn).
   std::shared_ptr<Entry> plain;
   int64_t reduce_len = 0;
+  unsigned reduce_mask = 0;  // the weight's dims the reduction runs over (max_row_l1)
   std::mutex wei_bound_mu;
   std::unordered_map<const void*, std::pair<int64_t, double>> wei_bounds;
   // Set when the product runs as oneDNN's packed sgemm (aitgen/onednn_sgemm.h) instead of `prim`:
