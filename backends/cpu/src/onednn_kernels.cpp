@@ -586,7 +586,7 @@ void by_storage(Storage s, bool convert, bool f32_dst, Args&&... args) {
 
 }  // namespace
 
-void matmul(const MatmulConfig& cfg, KernelState* st, void* const* p, const int64_t* d) {
+void matmul(const MatmulConfig& cfg, KernelState* st, void* const* p, const int64_t* d, int bound_at) {
   const int r = cfg.rank;
   if (cfg.quant) {  // N: the output's last size
     const QuantRun qr{cfg.quant, cfg.scales_ptr, cfg.out_quant, cfg.src_int8, d[4 * r + r - 1]};
@@ -595,7 +595,7 @@ void matmul(const MatmulConfig& cfg, KernelState* st, void* const* p, const int6
   }
   // Channels of the bias (N) are the output's last axis; K is a's last size.
   by_storage(cfg.storage, cfg.convert, cfg.f32_dst, st, cfg.prepack, cfg.nkey, cfg.epilogue, p, d, d + 4 * r, r, r - 1,
-             cfg.has_bias, d[r - 1] == 0, cfg.src_offset, -1, [&] { return make_matmul(cfg, d); });
+             cfg.has_bias, d[r - 1] == 0, cfg.src_offset, bound_at, [&] { return make_matmul(cfg, d); });
 }
 
 void conv(const ConvConfig& cfg, KernelState* st, void* const* p, const int64_t* d, int bound_at) {

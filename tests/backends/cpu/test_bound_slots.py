@@ -74,6 +74,30 @@ def test_a_chain_scans_its_input_once_per_run_and_matches_the_oracle(tmp_path, p
     model.close()
 
 
+def test_an_mlp_scans_its_input_once_per_run(tmp_path):
+    """linear -> relu, three times (GEMM kernels carry slots as convs do), then a plain linear."""
+    rng = np.random.default_rng(0)
+    x = ag.Tensor([8, 64], name="x")
+    h = x
+    for _ in range(3):
+        h = ops.relu(ops.linear(h, ag.constant((rng.standard_normal((64, 64)) * 0.2).astype(np.float32)),
+                                ag.constant(rng.standard_normal(64).astype(np.float32))))
+    outs = {"y": ops.linear(h, ag.constant((rng.standard_normal((16, 64)) * 0.2).astype(np.float32)))}
+    model = ag.compile_model(outs, target="cpu", workdir=str(tmp_path / "mlp"))
+    feed = {"x": rng.standard_normal((8, 64)).astype(np.float32)}
+    model.run(feed)
+    # On AVX2-class CPUs the products run as oneDNN's packed sgemm, whose epilogue is always the
+    # loop: no guard, no scan at all.
+    packed = any(v.endswith(":packed_sgemm") for v in model.kernel_report()["onednn_impls"].values())
+    for f in (feed, feed, {"x": np.where(feed["x"] > 1.5, NAN, feed["x"]).astype(np.float32)}, feed):
+        before = _scans(model)
+        got = model.run(f)["y"]
+        # finite: x scanned once, by the first linear; with a NaN every relu's guard fails and scans
+        assert _scans(model) - before == (0 if packed else 1 if f is feed else 3)
+        _check(got, ag.reference.run(outs, f)["y"], 1e-4)
+    model.close()
+
+
 def test_a_slot_never_outlives_its_run(tmp_path):
     """A NaN after finite runs: the first conv's guard fails, its slot must say so (not keep the
     last run's bound), so the next conv scans, finds the NaN and keeps it as the op does (relu's

@@ -22,7 +22,8 @@ from ....ops.operand_views import StridedView, matrix_view, row_groups
 from ....ops.qlinear import own_parts
 from ...cexpr import COMPUTE, STORAGE, load, store
 from ...lower import LowerContext, int8_reduced_weights_rule, lowering
-from ...spec import CONSTANTS_VERSION, KernelCall, KernelSpec
+from ...bounds import bound_refs
+from ...spec import CONSTANTS_VERSION, BoundRef, KernelCall, KernelSpec
 from . import epilogue
 
 Md = tuple[list[Dim], list[Dim]]  # (sizes, strides) of one oneDNN memory descriptor
@@ -159,9 +160,11 @@ def matmul_call(ctx: LowerContext, op: Op, out: Tensor, a: Tensor, b: Tensor, bi
         tail.append(a_offset)
     ptrs = [out, a, b] + ([bias] if bias is not None else []) + list(extras)
     qp = quant_params(quant, ptrs, op)
+    # Float kernels carry bounds on |values| from producer to reader (codegen/bounds.py), as convs do.
+    slots = {} if quant is not None else {"bound_at": len(ptrs)}
     spec = KernelSpec.make(ctx.template("gemm_onednn.cpp.j2"), rank=rank, has_bias=bias is not None,
-                           prepack=prepack, nkey=len(dims), src_offset=src_offset, **types, **ep, **qp)
-    return KernelCall(spec, ptrs, tail, op.name or op.kind.value)
+                           prepack=prepack, nkey=len(dims), src_offset=src_offset, **types, **ep, **qp, **slots)
+    return KernelCall(spec, ptrs + (bound_refs(ptrs) if slots else []), tail, op.name or op.kind.value)
 
 
 def quant_operands(op: Op, own: list) -> tuple[tuple, list]:
@@ -334,8 +337,10 @@ def lower_grouped_gemm(op: Op, members: list[Op], ctx: LowerContext) -> list[Ker
     configs, ptrs, dims = [], [], []
     for m in members:
         (call,) = lower_gemm(m, ctx)
-        configs.append(dict(call.spec.param_dict(), ptr_at=len(ptrs), dims_at=len(dims)))
-        ptrs += call.ptrs
+        # (a grouped kernel takes no bound slots: its members' bounds are scanned, as before them)
+        config = {k: v for k, v in call.spec.param_dict().items() if k != "bound_at"}
+        configs.append(dict(config, ptr_at=len(ptrs), dims_at=len(dims)))
+        ptrs += [t for t in call.ptrs if not isinstance(t, BoundRef)]
         dims += call.dims
     spec = KernelSpec.make(ctx.template("grouped_onednn.cpp.j2"), members=configs)
     return [KernelCall(spec, ptrs, dims, op.name or op.kind.value)]

@@ -109,8 +109,8 @@ struct ConvConfig {
 struct KernelState;
 KernelState* new_state();
 
-void matmul(const MatmulConfig& cfg, KernelState* state, void* const* p, const int64_t* d);
 // bound_at >= 0: p[bound_at..] are the call's bound slots (Slots in aitgen/onednn_guard.h).
+void matmul(const MatmulConfig& cfg, KernelState* state, void* const* p, const int64_t* d, int bound_at = -1);
 void conv(const ConvConfig& cfg, KernelState* state, void* const* p, const int64_t* d, int bound_at = -1);
 
 }  // namespace onednn
