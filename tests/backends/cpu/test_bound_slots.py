@@ -10,8 +10,8 @@ op's NaN / infinity semantics need it.
 """
 from __future__ import annotations
 
+import concurrent.futures
 import ctypes
-import threading
 
 import numpy as np
 import pytest
@@ -129,21 +129,13 @@ def test_each_runtime_has_its_own_slots(tmp_path):
     nan["x"][0, 3, 3, 5] = NAN
     feeds = [nan, _feed(5)]
     want = [ag.reference.run(outs, f)["y"] for f in feeds]
-    errors = []
 
     def worker(i):
-        try:
-            for _ in range(30):
-                _check(model.run(feeds[i])["y"], want[i], 1e-4)
-        except Exception as e:  # noqa: BLE001 - reported below
-            errors.append(e)
+        for _ in range(30):
+            _check(model.run(feeds[i])["y"], want[i], 1e-4)
 
-    threads = [threading.Thread(target=worker, args=(i,)) for i in range(2)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors, errors[0]
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        list(pool.map(worker, range(2)))  # re-raises a worker's failure here
     model.close()
 
 
