@@ -33,6 +33,7 @@ def link_bounds(calls: list[KernelCall]) -> int:
     BoundRefs, never linked, are null). A tensor written by more than one call (any pointer listed
     in `writes`) is never linked: its last writer may not be the one with the bound.
     """
+    needs = _needs(calls)
     writers: dict[int, int] = {}
     for c in calls:
         for j in set(c.writes or [0]):
@@ -45,7 +46,7 @@ def link_bounds(calls: list[KernelCall]) -> int:
         at = _slotted(c)
         if at < 0:
             continue
-        for j in range(1, at):  # readers first: a call never reads its own output's slot
+        for j in range(1, at if needs[k] else 1):  # readers first: a call never reads its own output's slot
             t = c.ptrs[j]
             src = producer.get(id(t))
             if src is not None and isinstance(c.ptrs[at + j], BoundRef) and c.ptrs[at + j].tensor is t:
@@ -66,6 +67,28 @@ def link_bounds(calls: list[KernelCall]) -> int:
             c.writes = sorted(set(c.writes or [0]) | {at})
         c.ptrs[at:] = [p if isinstance(p, BoundSlot) else None for p in c.ptrs[at:]]
     return len(slot_of)
+
+
+def _guarded(c: KernelCall) -> bool:
+    """Whether the kernel has guarded post-ops (kernels/cpu/epilogue.py): it bounds its operands."""
+    return any(p.get("guard") for p in c.spec.param_dict().get("post_ops") or [])
+
+
+def _needs(calls: list[KernelCall]) -> list[bool]:
+    """Per call, whether a bound on its operands serves anyone: its own guard, or a later reader of
+    its output that needs it in turn (so a kernel without a guard scans nothing for a bound only
+    kernels without guards would read)."""
+    readers: dict[int, list[int]] = {}
+    for k, c in enumerate(calls):
+        at = _slotted(c)
+        for t in c.ptrs[1:at] if at > 0 else []:
+            readers.setdefault(id(t), []).append(k)
+    needs = [False] * len(calls)
+    for k in range(len(calls) - 1, -1, -1):
+        c = calls[k]
+        if _slotted(c) > 0:
+            needs[k] = _guarded(c) or any(r > k and needs[r] for r in readers.get(id(c.ptrs[0]), []))
+    return needs
 
 
 def bound_refs(ptrs: list) -> list:

@@ -139,8 +139,9 @@ def test_each_runtime_has_its_own_slots(tmp_path):
     model.close()
 
 
-def _call(ptrs, bound_at, writes=(0,)):
-    spec = KernelSpec.make("cpu/templates/conv_onednn.cpp.j2", bound_at=bound_at)
+def _call(ptrs, bound_at, writes=(0,), guard=True):
+    spec = KernelSpec.make("cpu/templates/conv_onednn.cpp.j2", bound_at=bound_at,
+                           post_ops=[{"alg": "relu", "guard": guard}])
     return KernelCall(spec, list(ptrs) + [BoundRef(t) for t in ptrs], [], "c", writes=list(writes))
 
 
@@ -162,3 +163,9 @@ def test_link_bounds_links_single_writers_to_later_readers_only():
     # a reader before its producer (another list's order) is never linked
     calls = [_call([b, a, w], 3), _call([a, x, w], 3)]
     assert link_bounds(calls) == 0 and all(p is None for c in calls for p in c.ptrs[3:])
+    # readers without guards take a bound only to pass it on to one with a guard
+    calls = [_call([a, x, w], 3), _call([b, a, w], 3, guard=False), _call([c, b, w], 3, guard=False)]
+    assert link_bounds(calls) == 0 and all(p is None for c in calls for p in c.ptrs[3:])
+    calls = [_call([a, x, w], 3), _call([b, a, w], 3, guard=False), _call([c, b, w], 3)]
+    assert link_bounds(calls) == 2
+    assert [c.ptrs[3:5] for c in calls] == [[BoundSlot(0), None], [BoundSlot(1), BoundSlot(0)], [None, BoundSlot(1)]]
