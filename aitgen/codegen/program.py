@@ -99,6 +99,10 @@ def build_program(graph: Graph, plan: MemoryPlan, calls: list[KernelCall], const
     slots_at = align(plan.arena_bytes, 64)
     arena_bytes = slots_at + 8 * link_bounds(calls) if any(
         isinstance(t, BoundRef) for c in calls for t in c.ptrs) else plan.arena_bytes
+    if arena_bytes > MAX_SIZE:  # check_limits saw the tensors' part only
+        raise LimitError(f"the activation arena and its bound slots need {arena_bytes} bytes, past the {MAX_SIZE} "
+                         "(2**62 - 1) that generated code can address in int64 arithmetic; lower the upper bounds "
+                         "of the dims")
     var_index, checks = bind_vars(graph)
     for c in calls:  # a size a kernel binds that no kept tensor has (an unused Split part): a slot still
         for d in c.dims:

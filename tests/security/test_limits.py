@@ -102,6 +102,26 @@ def test_arena_past_the_limit(tmp_path):
         ag.compile_model({"y": y}, target="cpu", workdir=tmp_path / "m", load=False, fusion=False)
 
 
+def test_bound_slots_past_the_limit_are_refused():
+    # The arena's tensors fit, but the bound slots after them (codegen/bounds.py) would pass 2**62 - 1.
+    import types
+
+    from aitgen.codegen.program import build_program
+    from aitgen.codegen.spec import BoundRef, KernelCall, KernelSpec
+    from aitgen.ir.dims import MAX_SIZE
+    a, b, w = (ag.Tensor([1], name=n) for n in "abw")
+
+    def call(ptrs):
+        spec = KernelSpec.make("cpu/templates/conv_onednn.cpp.j2", bound_at=len(ptrs),
+                               post_ops=[{"alg": "relu", "guard": True}])
+        return KernelCall(spec, ptrs + [BoundRef(t) for t in ptrs], [], "c", writes=[0])
+
+    plan = types.SimpleNamespace(arena_bytes=MAX_SIZE - 4, offsets={}, alignment=64)
+    graph = types.SimpleNamespace(tensors=[])
+    with pytest.raises(LimitError, match="bound slots"):
+        build_program(graph, plan, [call([a, w, w]), call([b, a, w])], {}, 0)
+
+
 def test_size_expressions_that_could_wrap_are_refused():
     b, c = ag.IntVar("b", 0, 2**40), ag.IntVar("c", 0, 2**40)
     assert dim_expr(b * 3 + 1, {b: 0, c: 1}) == "(INT64_C(3)*v[0] + INT64_C(1))"
