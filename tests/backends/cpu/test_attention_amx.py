@@ -55,12 +55,13 @@ def _cases():
     # plain, head dims off the tile grid
     q, k, v = tensors(2, 3, 77, 50, 40, 24)
     out["odd"] = ({"o": ops.scaled_dot_product_attention(q, k, v)}, qkv(2, 3, 77, 50, 40, 24))
-    # additive mask per query, a fully masked row, a NaN query
+    # additive mask per query, a fully masked row, a row masked by a large finite value, a NaN query
     q, k, v = tensors(1, 2, 33, 70, 96, 80)
     m = ag.Tensor([1, 1, 33, 70], name="m")
     f = qkv(1, 2, 33, 70, 96, 80)
     f["m"] = (rng.standard_normal((1, 1, 33, 70)) * 2).astype(np.float32)
     f["m"][0, 0, 5, :] = -np.inf
+    f["m"][0, 0, 7, :] = -1e4  # every key far below 0 (HF's padding value): still a softmax, not zeros
     f["q"][0, 1, 9, 3] = np.nan
     out["add_mask"] = ({"o": ops.scaled_dot_product_attention(q, k, v, m)}, f)
     # bool mask broadcast over queries, and causal
