@@ -12,8 +12,10 @@ weights, u8 activations: ORT's fast x86 form, as ours) with the same calibration
 (minmax / percentile / entropy -> CalibrationMethod.MinMax / Percentile / Entropy), and an output
 error vs float32 no worse than ORT int8's. Error: max abs difference of each output from the torch
 float32 twin (aitgen/models/torch_refs.py). Timing: medians of interleaved rounds (cpu_vs_peers's
-interleave) of aitgen int8, aitgen fp32, onnxruntime fp32 and onnxruntime int8, on --threads
-threads (default 2). The JSON (benchmarks/results/cpu_int8[_small].json) records the CPU ISA
+interleave) of aitgen int8, aitgen bf16 (unless --no-bf16: the issue asks for both modes against
+both onnxruntime builds in one run), aitgen fp32, onnxruntime fp32 and onnxruntime int8, on --threads
+threads (default 2). The JSON gives speed-ups over onnxruntime int8 and over onnxruntime fp32 (the
+bf16 bar: 4x). The JSON (benchmarks/results/cpu_int8[_small].json) records the CPU ISA
 (cpu_vs_peers.cpu_isa: AVX2, VNNI, AVX512-BF16, AMX), the int8 build's oneDNN implementations and precision.
 """
 from __future__ import annotations
@@ -46,6 +48,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--pause", type=float, default=0.5, help="sleep before each turn (cpu_vs_peers --pause)")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--no-bf16", dest="bf16", action="store_false", help="leave aitgen's bfloat16 build out")
     ap.add_argument("--max-foreign", type=float, default=1.0,
                     help="drop rounds when other processes used more than this share of the cores (1: keep all)")
     ap.add_argument("--workdir", type=Path, default=Path("build/bench_int8"))
@@ -103,6 +106,7 @@ def bench_model(name: str, args) -> dict:
     build_s = time.perf_counter() - t0
     rep = json.loads((work / f"{name}_int8" / "report.json").read_text())
     f32 = ag.compile_model(outputs, target="cpu", workdir=work / f"{name}_float32")
+    bf16 = ag.compile_model(outputs, target="cpu", workdir=work / f"{name}_bf16", precision="bfloat16") if args.bf16 else None
     path = work / f"{name}.onnx"
     peers.onnx_export(twin, peer_feeds, out_names, path)
     ort_inputs = {i.name for i in onnx.load(str(path), load_external_data=False).graph.input}
@@ -113,6 +117,8 @@ def bench_model(name: str, args) -> dict:
     runners = {"aitgen_int8": lambda: i8.run(feeds), "aitgen_fp32": lambda: f32.run(feeds),
                "onnxruntime_fp32": peers.ort_runner(path, peer_feeds, out_names, args.threads),
                "onnxruntime_int8": peers.ort_runner(qpath, peer_feeds, out_names, args.threads)}
+    if bf16 is not None:
+        runners["aitgen_bf16"] = lambda: bf16.run(feeds)
     errs = {k: cpu_bf16.max_abs(run(), fp32_ref) for k, run in runners.items()}
     worst = {k: max(v.values()) for k, v in errs.items()}
     entry = {"config": cfg, "method": args.method, "calibration_feeds": args.calib,
@@ -122,6 +128,12 @@ def bench_model(name: str, args) -> dict:
              "accuracy_target": {"aitgen_int8 <= onnxruntime_int8": worst["aitgen_int8"] <= worst["onnxruntime_int8"]},
              "int8_build": {k: rep.get(k) for k in ("num_kernels", "unique_kernels", "precision", "onednn_impls")}}
     cpu_bf16.timed(entry, runners, args, "aitgen_int8", "onnxruntime_int8", TARGET_SPEEDUP)
+    med = entry["median_ms"]
+    entry["speedup_vs_onnxruntime_fp32"] = {k: med["onnxruntime_fp32"] / v for k, v in med.items()}
+    if bf16 is not None:
+        entry["speed_target"][f"aitgen_bf16 >= {cpu_bf16.TARGET_SPEEDUP}x onnxruntime_fp32"] = (
+            entry["speedup_vs_onnxruntime_fp32"]["aitgen_bf16"] >= cpu_bf16.TARGET_SPEEDUP)
+        bf16.close()
     i8.close()
     f32.close()
     return entry
