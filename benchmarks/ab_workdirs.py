@@ -15,6 +15,9 @@ compare such models with cpu_vs_peers.py runs instead.
 where a kernel reads a run-time switch as it creates its primitives (AITGEN_PACKED_SGEMM=0 keeps the
 oneDNN matmul primitive): then OLD and NEW may be two copies of one build (`cp -r`; one directory
 loaded twice would share one library and its switches).
+
+--zoo NAME feeds the zoo model's benchmark inputs (cpu_vs_peers.make_feeds at its full config: token
+ids in range for BERT and GPT-2) instead of random ones.
 """
 from __future__ import annotations
 
@@ -40,6 +43,7 @@ def main(argv=None) -> int:
     ap.add_argument("--iters", type=int, default=50)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--out", type=Path, default=None, help="also write the figures as JSON")
+    ap.add_argument("--zoo", default=None, help="the builds are this zoo model: feed its benchmark inputs")
     ap.add_argument("--env-old", action="append", default=[], metavar="KEY=VALUE",
                     help="set for the old build's first run (when its kernels read their switches)")
     args = ap.parse_args(argv)
@@ -51,7 +55,15 @@ def main(argv=None) -> int:
     from aitgen.runtime.model import Model
 
     models = {"old": Model.load(args.old), "new": Model.load(args.new)}
-    feeds = random_inputs(models["old"].input_specs)
+    if args.zoo:
+        import cpu_vs_peers as peers
+        from aitgen import models as zoo
+
+        cfg = peers.CONFIGS[args.zoo]["full"]
+        _, inputs, _ = zoo.build(args.zoo, **cfg)
+        feeds = peers.make_feeds(inputs, cfg)
+    else:
+        feeds = random_inputs(models["old"].input_specs)
     first = {}
     for k, m in models.items():
         saved = {key: os.environ.get(key) for key in env_old}
