@@ -4,6 +4,7 @@ float32, with a plain memory read beside them.
 
     python benchmarks/cpu_post_idle.py                        # resnet50, gaps 0 and 0.5 s
     python benchmarks/cpu_post_idle.py --models resnet50 bert_base --gaps 0 0.02 0.5 --reps 8
+    python benchmarks/cpu_post_idle.py --small --reps 1 --calls 2   # a smoke run
 
 Why: the interleaved benchmarks (cpu_vs_peers.py, cpu_bf16.py, cpu_int8.py) pause 0.5 s before each
 framework's turn, then time a few calls, and their ratios moved by 5% from run to run. After a gap,
@@ -35,6 +36,7 @@ import cpu_vs_peers as peers  # noqa: E402  (CONFIGS, make_feeds, nchw, runners,
 def parse_args(argv=None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--models", nargs="+", default=["resnet50"], choices=sorted(peers.CONFIGS))
+    ap.add_argument("--small", action="store_true", help="the zoo tests' small configurations (a smoke run)")
     ap.add_argument("--precisions", nargs="+", default=["float32", "bfloat16", "int8"],
                     choices=["float32", "bfloat16", "int8"])
     ap.add_argument("--gaps", nargs="+", type=float, default=[0.0, 0.5], help="idle seconds before each series")
@@ -46,7 +48,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--out", type=Path, default=HERE / "results" / "cpu_post_idle.json")
     args = ap.parse_args(argv)
     # for cpu_vs_peers.environment
-    args.rounds, args.iters, args.warmup, args.pause, args.small = args.reps, args.calls, 20, None, False
+    args.rounds, args.iters, args.warmup, args.pause = args.reps, args.calls, 20, None
     args.peers = ["onnxruntime"]
     return args
 
@@ -77,7 +79,7 @@ def bench_model(name: str, args) -> dict:
     from aitgen import models
     from aitgen.models import torch_refs
 
-    cfg = peers.CONFIGS[name]["full"]
+    cfg = peers.CONFIGS[name]["small" if args.small else "full"]
     module, inputs, outputs = models.build(name, **cfg)
     out_names = list(outputs)
     feeds = peers.make_feeds(inputs, cfg)
