@@ -68,13 +68,11 @@ def bench_model(name: str, args) -> dict:
     import torch
 
     import aitgen as ag
-    from aitgen import models
     from aitgen.models import torch_refs
 
-    cfg = peers.CONFIGS[name]["small" if args.small else "full"]
-    module, inputs, outputs = models.build(name, **cfg)
-    out_names = list(outputs)
-    feeds = peers.make_feeds(inputs, cfg)
+    zoo = peers.Zoo(name, args.small)
+    cfg, module, inputs, outputs = zoo.cfg, zoo.module, zoo.inputs, zoo.outputs
+    out_names, feeds = zoo.out_names, zoo.feeds
     peer_feeds = peers.nchw(feeds)
     torch.set_num_threads(args.threads)
     twin = torch_refs.from_aitgen(name, module, cfg, torch.float32)

@@ -76,13 +76,11 @@ def bench_model(name: str, args) -> dict:
     import torch
 
     import aitgen as ag
-    from aitgen import models
     from aitgen.models import torch_refs
 
-    cfg = peers.CONFIGS[name]["small" if args.small else "full"]
-    module, inputs, outputs = models.build(name, **cfg)
-    out_names = list(outputs)
-    feeds = peers.make_feeds(inputs, cfg)
+    zoo = peers.Zoo(name, args.small)
+    cfg, module, inputs, outputs = zoo.cfg, zoo.module, zoo.inputs, zoo.outputs
+    out_names, feeds = zoo.out_names, zoo.feeds
     work = args.workdir / name
     work.mkdir(parents=True, exist_ok=True)
     runners = {}

@@ -129,6 +129,20 @@ def make_feeds(inputs: dict, cfg: dict, seed: int = 0) -> dict:
     return feeds
 
 
+class Zoo:
+    """One zoo model as the narrow-precision benchmarks set it up: its config ("small" or "full"), the
+    module, its input tensors and outputs, the output names, and the feeds (make_feeds, seed 0)."""
+
+    def __init__(self, name: str, small: bool):
+        from aitgen import models
+
+        self.name = name
+        self.cfg = CONFIGS[name]["small" if small else "full"]
+        self.module, self.inputs, self.outputs = models.build(name, **self.cfg)
+        self.out_names = list(self.outputs)
+        self.feeds = make_feeds(self.inputs, self.cfg)
+
+
 def nchw(feeds: dict) -> dict:
     """The peers' feeds: the same arrays, images transposed NHWC -> NCHW (outside any timing)."""
     import numpy as np
