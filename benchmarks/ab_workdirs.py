@@ -32,7 +32,7 @@ from pathlib import Path
 os.environ.setdefault("OMP_NUM_THREADS", str(len(os.sched_getaffinity(0))))
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from cpu_vs_peers import cpu_isa  # noqa: E402
+from cpu_vs_peers import CONFIGS, Zoo, cpu_isa  # noqa: E402
 
 
 def main(argv=None) -> int:
@@ -43,7 +43,8 @@ def main(argv=None) -> int:
     ap.add_argument("--iters", type=int, default=50)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--out", type=Path, default=None, help="also write the figures as JSON")
-    ap.add_argument("--zoo", default=None, help="the builds are this zoo model: feed its benchmark inputs")
+    ap.add_argument("--zoo", default=None, choices=sorted(CONFIGS),
+                    help="the builds are this zoo model: feed its benchmark inputs")
     ap.add_argument("--env-old", action="append", default=[], metavar="KEY=VALUE",
                     help="set for the old build's first run (when its kernels read their switches)")
     args = ap.parse_args(argv)
@@ -56,12 +57,7 @@ def main(argv=None) -> int:
 
     models = {"old": Model.load(args.old), "new": Model.load(args.new)}
     if args.zoo:
-        import cpu_vs_peers as peers
-        from aitgen import models as zoo
-
-        cfg = peers.CONFIGS[args.zoo]["full"]
-        _, inputs, _ = zoo.build(args.zoo, **cfg)
-        feeds = peers.make_feeds(inputs, cfg)
+        feeds = Zoo(args.zoo, small=False).feeds
     else:
         feeds = random_inputs(models["old"].input_specs)
     first = {}
