@@ -8,6 +8,7 @@
 #include <string>
 
 #include "aitgen/backend_hooks.h"
+#include "aitgen/cpu_alloc.h"
 #include "aitgen/bad_input.hpp"
 
 namespace ait {
@@ -30,9 +31,10 @@ bool memory_is_host() { return true; }
 void* alloc(size_t bytes, const char* what) {
   // 256-byte alignment, as cudaMalloc gives: constants are placed at multiples of 256 in it, and the
   // memory plan aligns every arena offset to the target's alignment (64 here).
+  // Large buffers (the constants, the arena) on huge pages where the kernel allows: cpu_alloc.h.
   size_t n = (bytes + 255) / 256 * 256;
-  if (n == 0) n = 256;
-  void* p = std::aligned_alloc(256, n);
+  if (n < bytes) throw std::runtime_error(std::string("allocation size overflows for ") + what);
+  void* p = ait::cpu::alloc_host(n, 256);
   if (!p) throw std::runtime_error(std::string("out of memory allocating ") + std::to_string(n) + " bytes for " + what);
   return p;
 }

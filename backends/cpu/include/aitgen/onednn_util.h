@@ -29,6 +29,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "aitgen/cpu_alloc.h"
 #include "aitgen/cpu_convert.h"
 #include "aitgen/cpu_kernel.h"
 #include "aitgen/cpu_winograd.h"
@@ -65,7 +66,7 @@ class Buffer {
     if (bytes > cap_) {
       std::free(ptr_);
       cap_ = (bytes + 4095) / 4096 * 4096;
-      ptr_ = std::aligned_alloc(64, cap_);
+      ptr_ = cpu::alloc_host(cap_, 64);
       if (!ptr_) {
         cap_ = 0;
         throw std::runtime_error("oneDNN kernel: out of memory for a " + std::to_string(bytes) + "-byte scratch");
@@ -290,7 +291,20 @@ class PackStore {
         break;
       }
     }
-    auto mem = std::make_shared<dnnl::memory>(want, engine());
+    // The copy is read every run: its own buffer, on huge pages where it is large (cpu_alloc.h).
+    const size_t bytes = want.get_size();
+    void* buf = cpu::alloc_host(bytes, 64);
+    if (!buf) throw std::runtime_error("oneDNN kernel: out of memory for a " + std::to_string(bytes) + "-byte packed weight");
+    std::shared_ptr<dnnl::memory> mem;
+    try {
+      mem = std::shared_ptr<dnnl::memory>(new dnnl::memory(want, engine(), buf), [buf](dnnl::memory* m) {
+        delete m;
+        std::free(buf);
+      });
+    } catch (...) {
+      std::free(buf);
+      throw;
+    }
     fill(*mem);
     if (slot) {
       slot->mem = mem;  // a thread still running with the old copy holds its own reference
