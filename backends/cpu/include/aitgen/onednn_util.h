@@ -80,7 +80,7 @@ class Buffer {
   size_t cap_ = 0;
 };
 
-enum Slot { kScratchpad = 0, kSrc, kWei, kWeiPacked, kBias, kDst, kNumSlots };
+enum Slot { kScratchpad = 0, kSrc, kSrcDense, kWei, kWeiPacked, kBias, kDst, kNumSlots };
 
 inline void* scratch(Slot slot, size_t bytes) {
   thread_local Buffer bufs[kNumSlots];
@@ -193,6 +193,38 @@ inline void store_strided(const S* src, T* dst, const dnnl::memory::desc& dense,
     const S* a = src + dof;
     T* b = dst + so;
     for (int64_t i = 0; i < inner; ++i) b[i * ss[in]] = ait::from_f32<T>(ait::to_f32(a[i]));
+  }
+}
+
+// Gather an operand lying at `store`'s strides into `dense` (same dims, same type): the inverse of
+// store_strided, whole rows along the dim both step over with stride 1.
+template <typename T>
+inline void load_strided(const T* src, T* dst, const dnnl::memory::desc& store, const dnnl::memory::desc& dense) {
+  const dims_t dims = dense.get_dims(), ds = dense.get_strides(), ss = store.get_strides();
+  const int r = static_cast<int>(dims.size());
+  int in = r - 1;
+  for (int j = 0; j < r; ++j)
+    if (ds[j] == 1 && dims[j] > 1) in = j;
+  const int64_t inner = dims[in], total = numel(r, dims.data());
+  if (total == 0) return;
+  const int64_t rows = total / inner;
+#pragma omp parallel for schedule(static) if (total > 65536)
+  for (int64_t o = 0; o < rows; ++o) {
+    int64_t rem = o, so = 0, dof = 0;
+    for (int j = r - 1; j >= 0; --j) {
+      if (j == in) continue;
+      const int64_t idx = rem % dims[j];
+      rem /= dims[j];
+      so += idx * ss[j];
+      dof += idx * ds[j];
+    }
+    const T* a = src + so;
+    T* b = dst + dof;
+    if (ss[in] == 1) {
+      std::memcpy(b, a, static_cast<size_t>(inner) * sizeof(T));
+    } else {
+      for (int64_t i = 0; i < inner; ++i) b[i] = a[i * ss[in]];
+    }
   }
 }
 
@@ -369,6 +401,12 @@ struct Entry {
   // and the kernel copies it to where the output lies (dst_store's strides).
   bool staged = false;
   dnnl::memory::desc dst_store;
+  // Set when the source lies at strides (one of Q, K, V sliced from a packed projection) and oneDNN
+  // would leave its fast kernel for it (make_matmul's stage_src): the kernel gathers the source into
+  // dense scratch (src_dense) for the primitive. `src` stays the operand's own layout (the guards
+  // read the operand through it).
+  bool src_staged = false;
+  dnnl::memory::desc src_dense;
   bool has_bias = false;
   // An int8 source quantised here as s8 is stored as u8 = q + 128 and read with oneDNN's source
   // zero point 128 (make_matmul's shift_s8_src: CPUs without VNNI, where an s8 source costs oneDNN
@@ -523,7 +561,13 @@ inline void run(const Entry& e, O* dst, const T* src, const T* wei, const T* bia
                 int64_t version, void* const* p = nullptr) {
   dnnl::engine& eng = engine();
   CallArgs& ca = call_args(e);
-  ca.bind(DNNL_ARG_SRC, operand<kConvert>(src, e.src, kSrc), e.src);
+  if (e.src_staged) {
+    T* dense = static_cast<T*>(scratch(kSrcDense, span(e.src_dense) * sizeof(T)));
+    load_strided(src, dense, e.src, e.src_dense);
+    ca.bind(DNNL_ARG_SRC, operand<kConvert>(dense, e.src_dense, kSrc), e.src_dense);
+  } else {
+    ca.bind(DNNL_ARG_SRC, operand<kConvert>(src, e.src, kSrc), e.src);
+  }
   if (e.wei_packed == e.wei) {
     ca.bind(DNNL_ARG_WEIGHTS, operand<kConvert>(wei, e.wei, kWei), e.wei);
   } else if (packs) {
