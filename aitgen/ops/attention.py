@@ -133,8 +133,11 @@ def _infer_logical(inputs, attrs):
         raise ShapeError(f"batch dims of q, k, v do not broadcast: {e}") from None
     if len(inputs) == 4:
         m = inputs[3]
-        check(m.dtype == DType.bool or m.dtype == q.dtype,
-              f"mask dtype {m.dtype} must be bool or q's dtype {q.dtype} (additive); "
+        # An additive mask in float32 beside narrow q/k/v is what bfloat16 autocast keeps (a
+        # relative-position bias or ALiBi slope loses its fine structure in bf16, whose spacing
+        # near 10 is 0.06); every kernel adds the mask in float32 whatever it stores.
+        check(m.dtype in (DType.bool, q.dtype) or (m.dtype == DType.float32 and q.dtype in (DType.float16, DType.bfloat16)),
+              f"mask dtype {m.dtype} must be bool, q's dtype {q.dtype} or float32 (additive); "
               f"convert it with ops.cast", DTypeError)
         scores = (*batch, q.shape[-2], k.shape[-2])
         ok = m.ndim <= len(scores)

@@ -4,7 +4,8 @@ Two policies (opts.precision_policy; None takes the backend's default, Capabilit
 - "mixed" (the CPU's bfloat16): torch.autocast's. GEMM/BMM/conv/attention read the narrow type; every
   other op computes in the dtypes its operands bring; an element-wise op is float32 when a full-size
   operand is (torch's promotion; constants and broadcast operands follow the others). So BERT's
-  residual stream and layernorms stay float32 and a bf16 score plus a float32 mask stays bf16. Where
+  residual stream and layernorms stay float32 and a bf16 score plus a float32 mask stays bf16 (an
+  ATTENTION op's own additive mask stays float32: its kernels add it in float32). Where
   the backend lets a bf16 product's epilogue end in float32 (Capabilities.epilogue_widen), the fusion
   passes then give the residual add to the GEMM, which writes its float32 accumulator unrounded.
 - "uniform" (described below): every float tensor narrow.
@@ -136,6 +137,10 @@ def _operand_dtypes(op: Op, cur: list[DType], target: DType) -> list[DType]:
     floats = [i for i, c in enumerate(cur) if c.is_float]
     if any(cur[i] not in (f32, target) for i in floats):
         return cur   # float16/float64 operands: the user chose those; leave the op alone
+    if op.kind is OpKind.ATTENTION and len(cur) == 4 and cur[3] is f32:
+        # q, k, v narrow; the additive mask stays float32, as autocast's bf16 scores plus a float32
+        # bias promote to float32 (the kernels add the mask in float32 whatever it stores)
+        return [target, target, target, f32]
     if op.kind in _NARROW:
         return [target if c.is_float else c for c in cur]
     if get_opdef(op.kind).category is Category.ELEMENTWISE:

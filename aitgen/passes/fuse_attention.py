@@ -49,6 +49,7 @@ from ..ops.registry import get_opdef, make_op1
 from ..reference import eval_op
 from ..options import CompileOptions
 from ._util import constant_source, new_constant, output_ids, same_type
+from .convert_precision import precision_policy
 
 MAX_EVALUATED_MASK = 1 << 26  # elements: a computed mask is evaluated at build time up to this size
 FINITE_FILL_MAX = -1e30  # a where-fill at or below this masks a key as surely as -inf (exp underflows)
@@ -333,7 +334,17 @@ def _at_upper_bounds(t: Tensor, env: dict, memo: dict) -> Optional[np.ndarray]:
     return memo[id(t)]
 
 
-def _build(pv: Op, f: dict, outs: set[int]) -> Optional[Tensor]:
+def _float32_source(m: Tensor, narrow: DType) -> Tensor:
+    """Under the mixed precision policy, an additive mask that is a cast of a float32 tensor to the
+    scores' narrow type (convert_precision's cast of a float32 mask meeting bf16 scores): its float32
+    source, which the ATTENTION op takes beside narrow q/k/v and adds in float32, as autocast does."""
+    p = m.producer
+    if p is not None and p.kind is OpKind.CAST and m.dtype is narrow and p.inputs[0].dtype is DType.float32:
+        return p.inputs[0]
+    return m
+
+
+def _build(pv: Op, f: dict, outs: set[int], mixed: bool = False) -> Optional[Tensor]:
     qk: Op = f["qk"]
     q, qs = _prescale(qk.inputs[0], qk, outs)
     kk, ks = _prescale(qk.inputs[1], qk, outs)
@@ -356,6 +367,8 @@ def _build(pv: Op, f: dict, outs: set[int]) -> Optional[Tensor]:
             return None  # one mask operand only; a finite fill is exact only for the causal pattern
     if add is not None and not causal and _causal_mask(add, rows_cols, 0.0, -np.inf):
         causal, add = True, None
+    if add is not None and mixed and add.dtype is not DType.float32:
+        add = _float32_source(add, add.dtype)
     mask = keep if keep is not None else add
     k = kk if trans_b else _transposed(kk, outs)
     vv = pv.inputs[1]
@@ -375,6 +388,7 @@ def fuse_attention(graph: Graph, opts: CompileOptions) -> Graph:
     if not opts.fusion:
         return graph
     outs = output_ids(graph)
+    mixed = precision_policy(opts) == "mixed"
     for op in list(graph.ops):
         if op.kind is not OpKind.SOFTMAX:
             continue
@@ -382,7 +396,7 @@ def fuse_attention(graph: Graph, opts: CompileOptions) -> Graph:
         if m is None:
             continue
         pv, found = m
-        out = _build(pv, found, outs)
+        out = _build(pv, found, outs, mixed)
         if out is None:
             continue
         old = pv.outputs[0]

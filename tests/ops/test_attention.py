@@ -212,14 +212,18 @@ def test_attention_qkv_dtype_mismatch():
 
 
 def test_attention_int_mask():
-    with pytest.raises(DTypeError, match=r"attention.*mask dtype int32 must be bool or q's dtype"):
+    with pytest.raises(DTypeError, match=r"attention.*mask dtype int32 must be bool, q's dtype"):
         ops.scaled_dot_product_attention(_t([4, 8]), _t([4, 8]), _t([4, 8]), mask=_t([4, 4], "int32"))
 
 
 def test_attention_float_mask_of_other_dtype():
-    with pytest.raises(DTypeError, match=r"attention.*mask dtype float32 must be bool or q's dtype float16"):
+    with pytest.raises(DTypeError, match=r"attention.*mask dtype float64 must be bool, q's dtype float16 or float32"):
         ops.scaled_dot_product_attention(_t([4, 8], "float16"), _t([4, 8], "float16"), _t([4, 8], "float16"),
+                                         mask=_t([4, 4], "float64"))
+    # float32 beside narrow operands is accepted (autocast's bias; the kernels add it in float32)
+    y = ops.scaled_dot_product_attention(_t([4, 8], "float16"), _t([4, 8], "float16"), _t([4, 8], "float16"),
                                          mask=_t([4, 4]))
+    assert y.dtype.value == "float16"
 
 
 def test_attention_int_operands():

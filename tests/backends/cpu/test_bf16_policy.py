@@ -89,8 +89,10 @@ def test_bert_policy_dtypes():
     assert {OpKind.GEMM, OpKind.ATTENTION, OpKind.LAYERNORM} <= kinds
     for op in g.ops:
         if op.kind in (OpKind.GEMM, OpKind.ATTENTION):
-            own = op.inputs[:3] if op.kind is OpKind.GEMM else op.inputs
-            assert _float_dtypes(own) == {BF16}, op   # bf16 operands (weights, bias, mask too)
+            assert _float_dtypes(op.inputs[:3]) == {BF16}, op   # bf16 operands (weights and bias too)
+        if op.kind is OpKind.ATTENTION and len(op.inputs) == 4:
+            # the additive padding mask stays float32, as autocast's bias does (the kernel adds it in float32)
+            assert op.inputs[3].dtype is F32, op
         if op.kind is OpKind.LAYERNORM:
             # float32 out (the residual stream), float32 weights; its prologue adds the bf16 GEMM
             # result to the float32 residual in float32, inside the norm kernel.
@@ -118,7 +120,7 @@ def test_report_and_inspect_show_precision(tmp_path):
     ag.compile_model(outputs, target="cpu", workdir=tmp_path, precision="bfloat16", load=False)
     prec = json.loads((tmp_path / "report.json").read_text())["precision"]
     assert prec["requested"] == "bfloat16" and prec["policy"] == "mixed"
-    assert set(prec["by_kind"]["attention"]) == {"bf16 -> bf16"}
+    assert set(prec["by_kind"]["attention"]) == {"bf16+f32 -> bf16"}  # q, k, v bf16; the mask float32
     assert all(k.endswith("-> f32") for k in prec["by_kind"]["layernorm"]), prec["by_kind"]["layernorm"]
     out = subprocess.run([sys.executable, "-m", "aitgen", "inspect", str(tmp_path)], cwd=ROOT, capture_output=True,
                          text=True, timeout=300, check=True).stdout
