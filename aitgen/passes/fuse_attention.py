@@ -339,7 +339,8 @@ def _float32_source(m: Tensor, narrow: DType) -> Tensor:
     scores' narrow type (convert_precision's cast of a float32 mask meeting bf16 scores): its float32
     source, which the ATTENTION op takes beside narrow q/k/v and adds in float32, as autocast does."""
     p = m.producer
-    if p is not None and p.kind is OpKind.CAST and m.dtype is narrow and p.inputs[0].dtype is DType.float32:
+    if (narrow in (DType.float16, DType.bfloat16) and p is not None and p.kind is OpKind.CAST
+            and m.dtype is narrow and p.inputs[0].dtype is DType.float32):
         return p.inputs[0]
     return m
 
@@ -367,8 +368,8 @@ def _build(pv: Op, f: dict, outs: set[int], mixed: bool = False) -> Optional[Ten
             return None  # one mask operand only; a finite fill is exact only for the causal pattern
     if add is not None and not causal and _causal_mask(add, rows_cols, 0.0, -np.inf):
         causal, add = True, None
-    if add is not None and mixed and add.dtype is not DType.float32:
-        add = _float32_source(add, add.dtype)
+    if add is not None and mixed:
+        add = _float32_source(add, q.dtype)
     mask = keep if keep is not None else add
     k = kk if trans_b else _transposed(kk, outs)
     vv = pv.inputs[1]
